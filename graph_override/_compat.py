@@ -1,0 +1,109 @@
+"""The one place where graph_override touches TensorFlow's private symbols.
+
+TensorFlow moves private modules between releases (``tape`` became ``record``
+in 2.13, the op registry went to C++ in 2.12). Everything the library needs
+beyond the public API is reached through the functions below, so a release
+that moves a symbol breaks this module and nothing else. ``compat/README.md``
+lists what each supported release provides.
+"""
+
+import difflib
+import functools
+
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry as _op_def_registry
+from tensorflow.python.framework import ops as _ops
+
+try:  # TensorFlow >= 2.13
+    from tensorflow.python.eager import record as _record
+except ImportError:  # pragma: no cover - older releases
+    from tensorflow.python.eager import tape as _record
+
+__all__ = [
+    "gradient_registry_entries",
+    "gradient_registry_location",
+    "is_op_type",
+    "lookup_gradient",
+    "op_type_suggestions",
+    "operations_since",
+    "operation_count",
+    "register_gradient_function",
+    "tape_records",
+]
+
+
+def _registry():
+    return _ops._gradient_registry  # pylint: disable=protected-access
+
+
+def lookup_gradient(name):
+    """Returns the function TensorFlow's registry holds for `name`, or None."""
+    entry = _registry()._registry.get(name)  # pylint: disable=protected-access
+    return None if entry is None else entry["type"]
+
+
+def gradient_registry_location(name):
+    """Where TensorFlow recorded the registration of `name`, as 'file:line'."""
+    entry = _registry()._registry.get(name)  # pylint: disable=protected-access
+    if entry is None:
+        return None
+    frame = entry.get("location")
+    try:
+        return "%s:%s" % (frame.filename, frame.lineno)
+    except AttributeError:
+        return "an unknown location"
+
+
+def gradient_registry_entries():
+    """The number of names in TensorFlow's gradient registry."""
+    return len(_registry().list())
+
+
+def gradient_registry_names():
+    return list(_registry().list())
+
+
+def register_gradient_function(name, fn):
+    """Registers `fn` under `name` in TensorFlow's own gradient registry."""
+    tf.RegisterGradient(name)(fn)
+
+
+def is_op_type(op_type):
+    """True if TensorFlow's op registry knows `op_type` (e.g. 'Sign')."""
+    return _op_def_registry.get(op_type) is not None
+
+
+@functools.lru_cache(maxsize=1)
+def _all_op_types():
+    names = {n for n in dir(tf.raw_ops) if n[:1].isupper()}
+    return sorted(names)
+
+
+def op_type_suggestions(op_type, limit=3):
+    """Registered op types that look like `op_type`, best first."""
+    names = _all_op_types()
+    folded = [n for n in names if n.lower() == str(op_type).lower()]
+    close = difflib.get_close_matches(str(op_type), names, n=limit, cutoff=0.6)
+    out = []
+    for n in folded + close:
+        if n not in out:
+            out.append(n)
+    return out[:limit]
+
+
+def operation_count(graph):
+    """How many ops `graph` holds (ops are never removed from a graph)."""
+    try:
+        return len(graph._nodes_by_id)  # pylint: disable=protected-access
+    except (AttributeError, TypeError):  # pragma: no cover
+        return len(graph.get_operations())
+
+
+def operations_since(graph, count):
+    """The ops added to `graph` after it held `count` ops, in creation order."""
+    return graph.get_operations()[count:]
+
+
+def tape_records(tensors):
+    """True if a GradientTape that is recording now would watch `tensors`."""
+    return bool(_record.should_record_backprop(list(tensors)))

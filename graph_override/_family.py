@@ -1,0 +1,68 @@
+"""The public signatures of the estimator functions, written once.
+
+`define(module_globals, family, apply)` creates the eleven functions of a
+family around its ``apply(estimator, x, name, params)`` and sets their names
+and docstrings, so the three families cannot drift apart in names,
+parameters or defaults.
+"""
+
+from graph_override import _docs
+
+__all__ = ["ESTIMATOR_FUNCTIONS", "define"]
+
+ESTIMATOR_FUNCTIONS = (
+    "approx_sign", "clip_gradient", "dorefa_quantize", "flip_gradient",
+    "scale_gradient", "ste_floor", "ste_heaviside", "ste_round", "ste_sign",
+    "ste_tern", "swish_sign",
+)
+
+
+def _functions(apply):
+    def ste_sign(x, clip_value=1.0, name=None):
+        return apply("ste_sign", x, name, {"clip_value": clip_value})
+
+    def approx_sign(x, name=None):
+        return apply("approx_sign", x, name, {})
+
+    def swish_sign(x, beta=5.0, name=None):
+        return apply("swish_sign", x, name, {"beta": beta})
+
+    def ste_heaviside(x, clip_value=1.0, name=None):
+        return apply("ste_heaviside", x, name, {"clip_value": clip_value})
+
+    def ste_tern(x, threshold_value=0.05, clip_value=1.0, name=None):
+        return apply("ste_tern", x, name, {"threshold_value": threshold_value,
+                                           "clip_value": clip_value})
+
+    def ste_round(x, name=None):
+        return apply("ste_round", x, name, {})
+
+    def ste_floor(x, name=None):
+        return apply("ste_floor", x, name, {})
+
+    def dorefa_quantize(x, k_bit=2, name=None):
+        return apply("dorefa_quantize", x, name, {"k_bit": k_bit})
+
+    def flip_gradient(x, scale=1.0, name=None):
+        return apply("flip_gradient", x, name, {"scale": scale})
+
+    def scale_gradient(x, scale, name=None):
+        return apply("scale_gradient", x, name, {"scale": scale})
+
+    def clip_gradient(x, clip_value_min, clip_value_max, name=None):
+        return apply("clip_gradient", x, name, {"clip_value_min": clip_value_min,
+                                                "clip_value_max": clip_value_max})
+
+    return [ste_sign, approx_sign, swish_sign, ste_heaviside, ste_tern,
+            ste_round, ste_floor, dorefa_quantize, flip_gradient,
+            scale_gradient, clip_gradient]
+
+
+def define(module_globals, family, apply):
+    """Defines the family's estimator functions in `module_globals`."""
+    module = module_globals["__name__"]
+    for fn in _functions(apply):
+        fn.__module__ = module
+        fn.__qualname__ = fn.__name__
+        fn.__doc__ = _docs.docstring(fn.__name__, family)
+        module_globals[fn.__name__] = fn

@@ -1,0 +1,1 @@
+"""The subcommands of `graph-override`, one module each (see cli.py)."""

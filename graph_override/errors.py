@@ -1,0 +1,54 @@
+"""The project's error classes.
+
+Every error graph_override raises on purpose derives from `GraphOverrideError`
+and also from the builtin exception a caller would already catch, so that
+``except KeyError`` around legacy ``tf.RegisterGradient`` code keeps working.
+"""
+
+__all__ = [
+    "DuplicateGradientError",
+    "EagerModeError",
+    "GradientContractError",
+    "GraphDefError",
+    "GraphOverrideError",
+    "NoMatchError",
+    "UnknownGradientError",
+    "UnknownOpTypeError",
+]
+
+
+class GraphOverrideError(Exception):
+    """Base class of every error graph_override raises on purpose."""
+
+    def __str__(self):
+        # KeyError and LookupError subclasses would otherwise print the
+        # message with quotes around it (KeyError.__str__ uses repr()).
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class DuplicateGradientError(GraphOverrideError, KeyError):
+    """A gradient name is already taken by a different function."""
+
+
+class UnknownOpTypeError(GraphOverrideError, ValueError):
+    """An override map names an op type TensorFlow does not know."""
+
+
+class UnknownGradientError(GraphOverrideError, LookupError):
+    """A gradient name is neither registered nor a resolvable built-in name."""
+
+
+class NoMatchError(GraphOverrideError, ValueError):
+    """An override scope (or a patch rule) selected no op at all."""
+
+
+class EagerModeError(GraphOverrideError, RuntimeError):
+    """An override map was used where TensorFlow silently ignores it."""
+
+
+class GraphDefError(GraphOverrideError, ValueError):
+    """A GraphDef file or message cannot be read, checked or written."""
+
+
+class GradientContractError(GraphOverrideError, ValueError):
+    """A gradient function returned the wrong count, shape or type."""

@@ -1,0 +1,59 @@
+"""The estimators through the stop_gradient identity, with no registry at all.
+
+For a forward f and a gradient dy * g(x), every function here computes
+
+    y = stop_gradient(f(x)) - (stop_gradient(h) - h),  h = stop_gradient(g(x)) * x
+
+The bracket is exactly +0 for finite h, so y is f(x) bit for bit (also -0.0
+and NaN), and plain TensorFlow differentiates h to dy * g(x), the same
+product the other families compute. Nothing is registered, so graphs built
+with this family survive GraphDef export and import into a process that has
+never imported graph_override. Non-finite x is replaced by 0 inside h (its
+gradient there is 0), so inf - inf never turns the forward value into NaN.
+
+`clip_gradient` is the one exception: a clipped gradient is not linear in dy,
+which no stop_gradient identity can express, so it delegates to
+`graph_override.tf2.clip_gradient`.
+"""
+
+import tensorflow as tf
+
+from graph_override import _family, estimators, tf2
+
+__all__ = [
+    "approx_sign",
+    "clip_gradient",
+    "dorefa_quantize",
+    "flip_gradient",
+    "scale_gradient",
+    "ste_floor",
+    "ste_heaviside",
+    "ste_round",
+    "ste_sign",
+    "ste_tern",
+    "swish_sign",
+]
+
+
+def apply_stop_gradient(estimator, x, params):
+    """The stop_gradient form of `estimator` on tensor `x` (params normalized).
+
+    Also used by `graph_override.frozen.make_portable` to rewrite nodes.
+    """
+    value = tf.stop_gradient(estimators.forward(estimator, x, params))
+    g = estimators.gradient_multiplier(estimator, x, params)
+    finite_x = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
+    h = finite_x if g is None else finite_x * tf.stop_gradient(g)
+    return value - (tf.stop_gradient(h) - h)
+
+
+def _apply(estimator, x, name, params):
+    params = estimators.normalize(estimator, params)
+    if estimator == "clip_gradient":
+        return tf2.clip_gradient(x, name=name, **params)
+    with tf.name_scope(name or estimator):
+        x = estimators.check_float_input(x, estimator)
+        return apply_stop_gradient(estimator, x, params)
+
+
+_family.define(globals(), "stopgrad", _apply)
