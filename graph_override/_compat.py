@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - older releases
 __all__ = [
     "gradient_registry_entries",
     "gradient_registry_location",
+    "has_gradient_entry",
     "is_op_type",
     "lookup_gradient",
     "op_type_suggestions",
@@ -107,3 +108,10 @@ def operations_since(graph, count):
 def tape_records(tensors):
     """True if a GradientTape that is recording now would watch `tensors`."""
     return bool(_record.should_record_backprop(list(tensors)))
+
+
+def has_gradient_entry(name):
+    """True if TensorFlow's gradient registry has any entry for `name`,
+    including ``tf.no_gradient`` (NotDifferentiable) entries, whose
+    function is None; False where tf.gradients raises LookupError."""
+    return name in _registry()._registry  # pylint: disable=protected-access
