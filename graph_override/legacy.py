@@ -1,0 +1,344 @@
+"""Legacy ``(op, *grads)`` gradient functions, run unchanged in TF2.
+
+`op_with_gradient(op_fn, gradient)` is the TF2 twin of one override-map
+entry: where TF1 code wrote::
+
+    with tf.compat.v1.get_default_graph().gradient_override_map(
+            {"Sign": "SignSTE"}):
+        y = tf.sign(x)
+
+TF2 code writes ``y = op_with_gradient(tf.sign, sign_ste_grad)(x)``. The
+result is a `tf.custom_gradient` function, so it works in eager mode, in
+`tf.function`, inside Keras layers and in graph mode, where override maps
+are silently ignored (eager, and a GradientTape inside tf.function).
+
+The legacy gradient function gets a read-only view of the op (`inputs`,
+`outputs`, `type`, `name`, `get_attr`, `node_def`), so code written for
+`tf.RegisterGradient`, TensorFlow's own gradient functions included, runs
+as it is.
+"""
+
+import functools
+
+import numpy as np
+import tensorflow as tf
+
+from graph_override import registry
+from graph_override._contract import check_gradients
+from graph_override.errors import GradientContractError
+
+__all__ = ["LegacyOp", "op_with_gradient"]
+
+
+class LegacyOp:
+    """What a legacy gradient function sees as `op` under `op_with_gradient`.
+
+    Attributes:
+      type: the op type, e.g. "Sign", as TensorFlow creates it for the call.
+      name: the op's name (in eager mode, the name the op would get in a graph).
+      inputs: the op's input tensors, in the op's input order. Inputs that
+        are arguments of the call are the very tensors passed in (so second
+        order gradients flow through them); inputs that the op function
+        creates from Python values (the axis of tf.split) are constants.
+      outputs: the op's output tensors, as the call returned them.
+      skip_input_indices: None, as for an op TensorFlow differentiates fully.
+    """
+
+    skip_input_indices = None
+
+    def __init__(self, op_type, name, inputs, outputs, template):
+        self.type = op_type
+        self.name = name
+        self.inputs = tuple(inputs)
+        self.outputs = tuple(outputs)
+        self._template = template
+
+    @property
+    def node_def(self):
+        """The NodeDef of the op as TensorFlow builds it for this call."""
+        return self._template.node_def
+
+    def get_attr(self, name):
+        """The value of attr `name`, as `tf.Operation.get_attr` returns it.
+
+        The attrs come from the op TensorFlow builds for the call (the same
+        dtypes, shapes and Python arguments), so ``T`` of Sign,
+        ``transpose_a`` of MatMul or ``num_split`` of Split are exactly what
+        graph mode would give.
+
+        Raises:
+          GradientContractError: the op has no attr `name`.
+        """
+        try:
+            return self._template.get_attr(name)
+        except ValueError:
+            have = sorted(k for k in self._template.node_def.attr
+                          if not k.startswith("_"))
+            raise GradientContractError(
+                "a legacy gradient function asked op %r (type %s) for attr %r, "
+                "which ops of type %s do not have (they have: %s). Read only "
+                "attrs the op type defines; see tf.raw_ops.%s." % (
+                    self.name, self.type, name, self.type,
+                    ", ".join(have) or "none", self.type)) from None
+
+    def values(self):
+        """The op's outputs, like `tf.Operation.values()`."""
+        return self.outputs
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(
+            "graph_override.legacy.op_with_gradient gives gradient functions a "
+            "view of op %r (type %s) with inputs, outputs, type, name, get_attr, "
+            "node_def and values(); it has no attribute %r. Rewrite the gradient "
+            "function to use those, or run it in graph mode with "
+            "graph_override.override_gradients." % (
+                self.__dict__.get("name"), self.__dict__.get("type"), name))
+
+    def __repr__(self):
+        return "<LegacyOp %r type=%s>" % (self.name, self.type)
+
+
+def _is_input(value):
+    return tf.is_tensor(value) or isinstance(value, (np.ndarray, tf.Variable))
+
+
+def _resolve(gradient):
+    """(function, name for messages) of a gradient function or name."""
+    if isinstance(gradient, str):
+        name = registry.resolve(gradient)
+        return registry.resolve_function(name), str(name)
+    if callable(gradient):
+        name = getattr(gradient, "__qualname__", None) or repr(gradient)
+        return gradient, name
+    raise TypeError(
+        "op_with_gradient(op_fn, gradient): gradient must be a legacy gradient "
+        "function (op, *grads) or a registered gradient name such as "
+        "'Identity', got %s" % type(gradient).__name__)
+
+
+class _Template:
+    """The op an op function creates, from the scratch graph.
+
+    slots[i] is ("arg", k) when op input i is argument tensor k, or
+    ("const", ndarray) when the op function made it from a Python value;
+    structure is the nesting of what the op function returns.
+    """
+
+    def __init__(self, op, slots, structure):
+        self.op, self.slots, self.structure = op, slots, structure
+
+
+def _signature_key(leaves, tensor_positions, tensors):
+    key = []
+    for i, leaf in enumerate(leaves):
+        if i in tensor_positions:
+            t = tensors[tensor_positions.index(i)]
+            key.append(("T", t.dtype.name, tuple(t.shape.as_list())
+                        if t.shape.rank is not None else None))
+        else:
+            key.append(("V", type(leaf).__name__, leaf))
+    return tuple(key)
+
+
+def _describe_fn(op_fn):
+    return getattr(op_fn, "__qualname__", None) or repr(op_fn)
+
+
+def _trace(op_fn, structure, leaves, tensor_positions, tensors):
+    """Runs op_fn once on placeholders in a scratch graph; returns its op."""
+    with tf.Graph().as_default():
+        holders = [tf.compat.v1.placeholder(t.dtype, t.shape, name="arg%d" % k)
+                   for k, t in enumerate(tensors)]
+        args, kwargs = _rebuild(structure, leaves, tensor_positions, holders)
+        result = op_fn(*args, **kwargs)
+        outputs = tf.nest.flatten(result)
+        where = "op_with_gradient(%s, ...)" % _describe_fn(op_fn)
+        if not outputs or not all(tf.is_tensor(o) and hasattr(o, "op")
+                                  for o in outputs):
+            raise GradientContractError(
+                "%s: the op function must return the output tensor(s) of one "
+                "TensorFlow op, got %r." % (where, outputs))
+        op = outputs[0].op
+        if op.type == "Placeholder":
+            raise GradientContractError(
+                "%s: the op function returned its input unchanged; it must "
+                "create an op (for example tf.identity)." % where)
+        if [o.op for o in outputs] != [op] * len(outputs) or [
+                o.value_index for o in outputs] != list(range(len(op.outputs))):
+            raise GradientContractError(
+                "%s: the op function must return all outputs of exactly one op, "
+                "in order; it returned %s. Wrap the single op whose gradient you "
+                "replace, and apply the rest outside." % (
+                    where, ", ".join("%s:%d (%s)" % (o.op.name, o.value_index,
+                                                     o.op.type) for o in outputs)))
+        slots = []
+        for i, t in enumerate(op.inputs):
+            if t.op.type == "Placeholder" and t in holders:
+                slots.append(("arg", holders.index(t)))
+            elif t.op.type == "Const":
+                slots.append(("const", tf.make_ndarray(t.op.get_attr("value"))))
+            else:
+                raise GradientContractError(
+                    "%s: input %d of the %s op is computed by a %s op inside the "
+                    "op function; every input must be an argument or a constant. "
+                    "Wrap only the single op whose gradient you replace (compute "
+                    "%s outside)." % (where, i, op.type, t.op.type, t.op.name))
+        return _Template(op, tuple(slots),
+                         tf.nest.map_structure(lambda _: 0, result))
+
+
+def _rebuild(structure, leaves, tensor_positions, tensors):
+    leaves = list(leaves)
+    for pos, t in zip(tensor_positions, tensors):
+        leaves[pos] = t
+    return tf.nest.pack_sequence_as(structure, leaves)
+
+
+def _to_tensor(value):
+    if isinstance(value, tf.Tensor):
+        return value
+    return tf.convert_to_tensor(value)
+
+
+def _sum_grads(grads):
+    grads = [g for g in grads if g is not None]
+    if not grads:
+        return None
+    if len(grads) == 1:
+        return grads[0]
+    return tf.math.add_n([tf.convert_to_tensor(g) for g in grads])
+
+
+def op_with_gradient(op_fn, gradient):
+    """Wraps `op_fn` so that its op differentiates with a legacy gradient.
+
+    The TF2 twin of an override-map entry:
+    ``with g.gradient_override_map({"Sign": "SignSTE"}): y = tf.sign(x)``
+    becomes ``y = op_with_gradient(tf.sign, sign_ste_grad)(x)``, which works
+    in eager mode, in `tf.function`, in Keras layers and in graph mode.
+
+    Forward: ``y = op_fn(*args, **kwargs)``, unchanged (the same op runs).
+    Backward: ``dargs = gradient(op, *dys)``, where `op` is a `LegacyOp`
+    view of the op, and each op input's gradient goes to the argument that
+    fed it.
+
+    How the op is found: the first time the wrapper sees a given signature
+    (dtypes and static shapes of the tensor arguments, values of the other
+    arguments), it runs `op_fn` once on placeholders in a scratch `tf.Graph`
+    that is then dropped. The op TensorFlow creates there gives `type`,
+    every attr for `get_attr` and which op input is which argument. This is
+    more robust than a table of tf functions: aliases (tf.math.sign,
+    tf.compat.v1.sign), keyword arguments (MatMul's transpose_a) and dtype
+    dependent attrs come out exactly as in graph mode, and no user code
+    runs beyond `op_fn` itself. The scratch result is cached per signature.
+
+    Tensor arguments are the positional or keyword arguments that are
+    tensors, variables or numpy arrays; other values (Python numbers,
+    strings, ``name=``) are passed to `op_fn` as they are.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from graph_override.tf2 import op_with_gradient
+      >>> def sign_ste_grad(op, grad):  # written for tf.RegisterGradient
+      ...     x = op.inputs[0]
+      ...     return grad * tf.cast(tf.abs(x) <= 1.0, grad.dtype)
+      >>> x = tf.constant([-2.0, 0.0, 0.5])
+      >>> with tf.GradientTape() as tape:
+      ...     tape.watch(x)
+      ...     y = op_with_gradient(tf.sign, sign_ste_grad)(x)
+      >>> print(y.numpy(), tape.gradient(y, x).numpy())
+      [-1.  0.  1.] [0. 1. 1.]
+      >>> rounded = op_with_gradient(tf.round, "Identity")  # tensorpack DoReFa
+      >>> print(rounded(tf.constant([0.4, 1.6])).numpy())
+      [0. 2.]
+
+    Args:
+      op_fn: a function that creates exactly one TensorFlow op from its
+        arguments (constants it makes from Python values are fine) and
+        returns all of that op's outputs, e.g. tf.sign, tf.round,
+        tf.identity, tf.matmul, tf.split.
+      gradient: a legacy gradient function ``(op, *grads) -> grads`` (one
+        gradient per op input, None allowed), or a registered gradient name:
+        TensorFlow's own ("Identity"), one registered with
+        `graph_override.register_gradient` or ``tf.RegisterGradient``, or a
+        built-in estimator name such as
+        ``"graph_override.ste_sign(clip_value=1.0)"``.
+
+    Returns:
+      A function with `op_fn`'s signature that returns what `op_fn` returns.
+      None gradients reach the arguments as None (no gradient); gradients of
+      outputs nothing depends on reach the legacy function as zeros (float
+      outputs), as in graph mode. Second order gradients flow through the
+      legacy function's use of ``op.inputs``; in graph mode and tf.function
+      also through ``op.outputs``.
+
+    Raises:
+      UnknownGradientError: `gradient` is a name nothing is registered under.
+      GradientContractError: `op_fn` does not create one op from its
+        arguments (when called); the legacy function returns the wrong count,
+        shape or dtype of gradients, or reads an attr the op does not have
+        (when differentiated). The message names the op and the function.
+      TypeError: `gradient` is neither a function nor a name.
+    """
+    if not callable(op_fn):
+        raise TypeError("op_with_gradient(op_fn, gradient): op_fn must be "
+                        "callable, got %s" % type(op_fn).__name__)
+    grad_fn, grad_name = _resolve(gradient)
+    cache = {}
+
+    def template_for(structure, leaves, positions, tensors):
+        try:
+            key = (_signature_key(leaves, positions, tensors),
+                   tf.nest.map_structure(lambda _: 0, structure))
+            hash(key)
+        except (TypeError, ValueError):
+            key = None
+        if key is not None and key in cache:
+            return cache[key]
+        template = _trace(op_fn, structure, leaves, positions, tensors)
+        if key is not None and len(cache) < 64:
+            cache[key] = template
+        return template
+
+    @functools.wraps(op_fn)
+    def wrapper(*args, **kwargs):
+        structure = (list(args), kwargs)
+        leaves = tf.nest.flatten(structure)
+        positions = [i for i, leaf in enumerate(leaves) if _is_input(leaf)]
+        tensors = [_to_tensor(leaves[i]) for i in positions]
+        template = template_for(structure, leaves, positions, tensors)
+        op, slots = template.op, template.slots
+
+        @tf.custom_gradient
+        def legacy_op(*xs):
+            call_args, call_kwargs = _rebuild(structure, leaves, positions, xs)
+            result = op_fn(*call_args, **call_kwargs)
+            outputs = tf.nest.flatten(result)
+            real = getattr(outputs[0], "op", None) if not tf.executing_eagerly() else None
+            name = real.name if real is not None else op.name
+
+            def grad(*dys):
+                inputs = [xs[s[1]] if s[0] == "arg" else tf.constant(s[1])
+                          for s in slots]
+                dys = [tf.zeros_like(o) if dy is None and o.dtype.is_floating
+                       else dy for dy, o in zip(dys, outputs)]
+                view = LegacyOp(op.type, name, inputs, outputs, op)
+                got = grad_fn(view, *dys)
+                grads = check_gradients(got, op_name=name, op_type=op.type,
+                                        inputs=inputs, gradient_name=grad_name,
+                                        function=grad_fn)
+                per_arg = [[] for _ in xs]
+                for slot, g in zip(slots, grads):
+                    if slot[0] == "arg":
+                        per_arg[slot[1]].append(g)
+                return [_sum_grads(gs) for gs in per_arg]
+
+            return (outputs if len(outputs) > 1 else outputs[0]), grad
+
+        out = legacy_op(*tensors)
+        flat = list(out) if isinstance(out, (list, tuple)) else [out]
+        return tf.nest.pack_sequence_as(template.structure, flat)
+
+    return wrapper
