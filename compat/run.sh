@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs graph_override's test suite under one supported TensorFlow release.
+#
+#   compat/run.sh TF_VERSION [pytest args...]
+#   compat/run.sh 2.15                       # the whole suite under TF 2.15
+#   compat/run.sh 2.15 tests/test_registry.py -x -q
+#
+# Creates (once) a virtual environment compat/.venv-TF_VERSION, installs the
+# package there with `pip install -c compat/tf-TF_VERSION.txt -e ".[test]"`,
+# and runs pytest in it from the repository root. The environment is reused
+# while compat/tf-TF_VERSION.txt and setup.py are unchanged.
+# Environment: PYTHON picks the interpreter that creates the venv (default
+# python3). Exit status: pytest's, or 2 for bad usage / a failed install.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+supported() {
+  local f
+  for f in "$ROOT"/compat/tf-*.txt; do
+    f="${f##*/tf-}"
+    printf '%s ' "${f%.txt}"
+  done
+}
+
+if [[ $# -lt 1 || "$1" == "-h" || "$1" == "--help" ]]; then
+  echo "usage: compat/run.sh TF_VERSION [pytest args...]" >&2
+  echo "supported TF_VERSION: $(supported)" >&2
+  exit 2
+fi
+VERSION="$1"
+shift
+CONSTRAINTS="$ROOT/compat/tf-$VERSION.txt"
+if [[ ! -f "$CONSTRAINTS" ]]; then
+  echo "compat/run.sh: no constraints file compat/tf-$VERSION.txt;" \
+       "supported releases: $(supported)" >&2
+  exit 2
+fi
+
+PY="${PYTHON:-python3}"
+PYVER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+if [[ "$VERSION" == "2.15" && "$PYVER" != 3.9 && "$PYVER" != 3.10 && "$PYVER" != 3.11 ]]; then
+  echo "compat/run.sh: TensorFlow 2.15 needs Python 3.9-3.11, $PY is $PYVER;" \
+       "set PYTHON=/path/to/python3.11" >&2
+  exit 2
+fi
+
+VENV="$ROOT/compat/.venv-$VERSION"
+STAMP="$VENV/.graph_override-installed"
+WANT="$(cat "$CONSTRAINTS" "$ROOT/setup.py" | sha256sum | cut -d' ' -f1)"
+if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$WANT" ]]; then
+  echo "compat/run.sh: installing TensorFlow $VERSION into ${VENV#$ROOT/}" >&2
+  [[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
+  rm -f "$STAMP"
+  # grep drops pip's notes about this machine's absent local index folders.
+  if ! (cd "$ROOT" &&
+        "$VENV/bin/python" -m pip install -q --upgrade pip &&
+        "$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[test]") \
+        2> >(grep -v "is neither a file nor a directory" >&2); then
+    echo "compat/run.sh: installing into ${VENV#$ROOT/} failed" >&2
+    exit 2
+  fi
+  echo "$WANT" > "$STAMP.tmp" && mv "$STAMP.tmp" "$STAMP"
+fi
+
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"
+cd "$ROOT"
+"$VENV/bin/python" -c 'import sys, numpy, tensorflow as tf; print("compat/run.sh: Python %s, TensorFlow %s, numpy %s" % (sys.version.split()[0], tf.__version__, numpy.__version__))'
+exec "$VENV/bin/python" -m pytest "$@"
