@@ -1,0 +1,714 @@
+"""The libcst codemod behind `graph_override.migrate.migrate_source`.
+
+Two passes over one parsed module. `_Analyzer` (read only, with scope and
+qualified-name metadata) decides what to do: which ``with ...
+gradient_override_map(...)`` scopes can go, which calls inside them become
+``op_with_gradient(fn, gradient)(...)``, which registrations and helper
+assignments become dead, and which scopes must stay (with the reasons).
+`_Rewriter` then applies exactly that plan, keyed by node identity, so
+everything it does not touch keeps its comments and formatting.
+"""
+
+import libcst as cst
+from libcst import matchers as m
+from libcst.metadata import (
+    GlobalScope,
+    ParentNodeProvider,
+    PositionProvider,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+    ScopeProvider,
+)
+
+from graph_override import _migrate_tables as tables
+
+__all__ = ["Plan", "analyze", "rewrite"]
+
+HELPER = "op_with_gradient"
+HELPER_MODULE = "graph_override.tf2"
+
+
+class Plan:
+    """What the rewriter does, and what the report says."""
+
+    def __init__(self):
+        self.calls = {}            # Call node -> gradient expression
+        self.with_items = {}       # With node -> set of item indices to drop
+        self.decorators = set()    # Decorator nodes to drop
+        self.statements = set()    # SimpleStatementLine nodes to drop
+        self.changed = []          # (line, message)
+        self.untouched = []        # (line, reason)
+        self.helper = HELPER       # local name of op_with_gradient
+        self.need_import = True    # False when the module imports it already
+
+
+class _Registration:
+    def __init__(self, func, decorator, key, arg, scope, line):
+        self.func, self.decorator, self.key = func, decorator, key
+        self.arg, self.scope, self.line = arg, scope, line
+        self.uses = 0            # map values in this file that name it
+        self.converted_uses = 0  # ... that became a direct reference
+
+
+def _string_value(node):
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _is_string_expression(node):
+    """A side-effect free expression that builds a string (a name format)."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString,
+                         cst.FormattedString)):
+        return True
+    if isinstance(node, cst.BinaryOperation) and isinstance(
+            node.operator, (cst.Modulo, cst.Add)):
+        return _is_string_expression(node.left)
+    if m.matches(node, m.Call(func=m.Attribute(attr=m.Name("format")))):
+        return _is_string_expression(node.func.value)
+    return False
+
+
+def _is_plain_reference(node):
+    """A name or attribute chain (``g``, ``self.graph``): no side effects."""
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return isinstance(node, cst.Name)
+
+
+class _BodyScanner(cst.CSTVisitor):
+    """Collects what a scope body does: calls, operators, nested scopes."""
+
+    def __init__(self, owner):
+        super().__init__()
+        self.owner = owner
+        self.calls = []
+        self.operators = []   # (node, operator name)
+        self.nested_withs = []
+        self.defs = []
+
+    def visit_With(self, node):
+        if self.owner.override_items(node):
+            self.nested_withs.append(node)
+            return False
+        return True
+
+    def visit_FunctionDef(self, node):
+        self.defs.append(node)
+        return False
+
+    def visit_ClassDef(self, node):
+        self.defs.append(node)
+        return False
+
+    def visit_Lambda(self, node):
+        self.defs.append(node)
+        return False
+
+    def visit_Call(self, node):
+        self.calls.append(node)
+
+    def visit_BinaryOperation(self, node):
+        self.operators.append((node, type(node.operator).__name__))
+
+    def visit_AugAssign(self, node):
+        name = type(node.operator).__name__.replace("Assign", "")
+        self.operators.append((node, name))
+
+    def visit_UnaryOperation(self, node):
+        self.operators.append((node, type(node.operator).__name__))
+
+    def visit_ComparisonTarget(self, node):
+        self.operators.append((node, type(node.operator).__name__))
+
+    def visit_Subscript(self, node):
+        self.operators.append((node, "Subscript"))
+
+
+class _Analyzer(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider)
+
+    def __init__(self, keep_names):
+        super().__init__()
+        self.keep_names = frozenset(keep_names)
+        self.plan = Plan()
+        self.registrations = []
+        self.override_withs = []      # outermost override scopes
+        self.in_override = 0
+        self.override_calls = set()   # gradient_override_map Call nodes in withs
+        self.stray = []               # gradient_override_map not in a with item
+        self.graph_names_done = set() # graph Name nodes of converted scopes
+        self.name_values_done = set() # gradient-name Name nodes now references
+
+    # -- helpers ------------------------------------------------------------
+    def line(self, node):
+        return self.get_metadata(PositionProvider, node).start.line
+
+    def qualified(self, node):
+        try:
+            names = self.get_metadata(QualifiedNameProvider, node)
+        except KeyError:
+            return set()
+        return set(names or ())
+
+    def tf_names(self, node):
+        out = set()
+        for q in self.qualified(node):
+            if q.source == QualifiedNameSource.IMPORT:
+                name = tables.canonical(q.name)
+                if name is not None:
+                    out.add(name)
+        return out
+
+    def builtin_name(self, node):
+        for q in self.qualified(node):
+            if q.source == QualifiedNameSource.BUILTIN:
+                return q.name.replace("builtins.", "")
+        return None
+
+    def scope(self, node):
+        try:
+            return self.get_metadata(ScopeProvider, node)
+        except KeyError:
+            return None
+
+    def override_items(self, with_node):
+        return [i for i, item in enumerate(with_node.items)
+                if m.matches(item.item, m.Call(
+                    func=m.Attribute(attr=m.Name("gradient_override_map"))))]
+
+    # -- collection ---------------------------------------------------------
+    def visit_Module(self, node):
+        scope = self.scope(node)
+        if scope is None or HELPER not in scope:
+            return True
+        for a in scope[HELPER]:
+            imported = getattr(a, "node", None)
+            if isinstance(imported, cst.ImportFrom) and imported.module is not None \
+                    and _code(imported.module).startswith("graph_override"):
+                self.plan.need_import = False
+                return True
+        self.plan.helper = "_go_" + HELPER
+        return True
+
+    def visit_FunctionDef(self, node):
+        for dec in node.decorators:
+            call = dec.decorator
+            if not isinstance(call, cst.Call):
+                continue
+            if tables.REGISTER_GRADIENT not in self.tf_names(call.func):
+                continue
+            if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
+                continue
+            arg = call.args[0].value
+            literal = _string_value(arg)
+            if literal is not None:
+                key = ("lit", literal)
+            elif isinstance(arg, cst.Name):
+                key = ("var", self._assignments(arg))
+            else:
+                continue
+            self.registrations.append(_Registration(
+                node, dec, key, arg, self.scope(node), self.line(dec)))
+
+    def visit_With(self, node):
+        idx = self.override_items(node)
+        if not idx:
+            return True
+        for i in idx:
+            self.override_calls.add(node.items[i].item)
+        if self.in_override == 0:
+            self.override_withs.append(node)
+        self.in_override += 1
+        return True
+
+    def leave_With(self, original_node):
+        if self.override_items(original_node):
+            self.in_override -= 1
+
+    def visit_Attribute(self, node):
+        if node.attr.value == "gradient_override_map":
+            self.stray.append(node)
+
+    def _assignments(self, name_node):
+        scope = self.scope(name_node)
+        if scope is None:
+            return frozenset()
+        return frozenset(a for a in scope[name_node.value]
+                         if name_node in {r.node for r in a.references})
+
+    # -- decisions ----------------------------------------------------------
+    def leave_Module(self, original_node):
+        for node in self.override_withs:
+            self._decide(node)
+        in_with = {call.func for call in self.override_calls}
+        for attr in self.stray:
+            if attr not in in_with:
+                self.plan.untouched.append((
+                    self.line(attr), "gradient_override_map is used outside a "
+                    "'with' statement; convert it by hand with "
+                    "graph_override.tf2.op_with_gradient"))
+        self._dead_graph_names()
+        self._dead_registrations()
+        self.plan.untouched.sort()
+        self.plan.changed.sort()
+
+    def _decide(self, with_node):
+        work = _Work()
+        self._analyze_with(with_node, {}, work)
+        if work.reasons:
+            for line, reason in work.reasons:
+                self.plan.untouched.append((line, reason))
+            for reg in work.uses:
+                reg.uses += 1
+            return
+        for reg in work.uses:
+            reg.uses += 1
+        for reg in work.direct:
+            reg.converted_uses += 1
+        self.plan.calls.update(work.calls)
+        self.plan.changed.extend(work.changed)
+        self.plan.with_items.update(work.with_items)
+        self.graph_names_done.update(work.graph_names)
+        self.name_values_done.update(work.name_values)
+
+    def _analyze_with(self, node, outer_map, work):
+        line = self.line(node)
+        idx = self.override_items(node)
+        mapping = dict(outer_map)
+        for i in idx:
+            item = node.items[i]
+            call = item.item
+            if item.asname is not None:
+                work.reasons.append((line, "the override scope is bound with 'as "
+                                     "...', so later code may use it"))
+                return
+            graph = call.func.value
+            if not (_is_plain_reference(graph) or (
+                    isinstance(graph, cst.Call) and not graph.args
+                    and set(tables.GRAPH_GETTERS) & self.tf_names(graph.func))):
+                work.reasons.append((line, "the graph in '%s.gradient_override_map'"
+                                     " is computed by a call this tool cannot "
+                                     "follow" % _code(graph)))
+                return
+            if isinstance(graph, cst.Name):
+                work.graph_names.append(graph)
+            entries = self._map_entries(call, line, work)
+            if entries is None:
+                return
+            mapping.update(entries)
+        work.with_items[node] = set(idx)
+        work.changed.append((line, "removed the gradient_override_map scope "
+                             "(%s)" % ", ".join("%s: %s" % (k, _code(v)) for k, v in
+                                               sorted(mapping.items()))))
+        scanner = _BodyScanner(self)
+        # Items after the override item are evaluated inside the scope.
+        for item in node.items[max(idx) + 1:]:
+            item.item.visit(scanner)
+        node.body.visit(scanner)
+        self._check_body(scanner, mapping, work, line)
+        for inner in scanner.nested_withs:
+            self._analyze_with(inner, mapping, work)
+
+    def _map_entries(self, call, line, work):
+        if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
+            work.reasons.append((line, "gradient_override_map is called with "
+                                 "other than one mapping argument"))
+            return None
+        mapping = call.args[0].value
+        if not isinstance(mapping, cst.Dict):
+            work.reasons.append((line, "the override map '%s' is built at run "
+                                 "time (not a dict literal), so its entries are "
+                                 "unknown" % _code(mapping)))
+            return None
+        entries = {}
+        for el in mapping.elements:
+            if not isinstance(el, cst.DictElement):
+                work.reasons.append((line, "the override map unpacks '**%s' at "
+                                     "run time" % _code(el.value)))
+                return None
+            key = _string_value(el.key)
+            if key is None:
+                work.reasons.append((line, "override map key '%s' is not a "
+                                     "string literal" % _code(el.key)))
+                return None
+            grad = self._gradient_expression(el.value, line, work)
+            if grad is None:
+                return None
+            entries[key] = grad
+        return entries
+
+    def _gradient_expression(self, value, line, work):
+        literal = _string_value(value)
+        if literal is not None:
+            regs = [r for r in self.registrations if r.key == ("lit", literal)]
+            return self._reference(regs, value, work) or value
+        if isinstance(value, cst.Name):
+            assignments = self._assignments(value)
+            regs = [r for r in self.registrations
+                    if r.key[0] == "var" and r.key[1] and r.key[1] == assignments]
+            ref = self._reference(regs, value, work)
+            if ref is not None:
+                work.name_values.append(value)
+                return ref
+            if assignments and all(self._assigned_string(a) for a in assignments):
+                return value
+            work.reasons.append((line, "gradient name '%s' is not a string this "
+                                 "tool can follow" % value.value))
+            return None
+        work.reasons.append((line, "gradient name '%s' is computed at run time"
+                             % _code(value)))
+        return None
+
+    def _reference(self, regs, use, work):
+        """A Name for the function registered under regs, if `use` sees it."""
+        work.uses.extend(regs)
+        if len(regs) != 1:
+            return None
+        reg = regs[0]
+        name = reg.func.name.value
+        scope = self.scope(use)
+        if scope is None:
+            return None
+        visible = [a for a in scope[name] if a.node is reg.func]
+        if len(visible) != 1 or len(scope[name]) != 1:
+            return None
+        if reg.scope is scope and not isinstance(scope, GlobalScope) and \
+                self.line(reg.func) > self.line(use):
+            return None
+        work.direct.append(reg)
+        return cst.Name(name)
+
+    def _check_body(self, scanner, mapping, work, line):
+        mapped = set(mapping)
+        for d in scanner.defs:
+            work.reasons.append((self.line(d), "a function or class is defined "
+                                 "inside the override scope; the ops it creates "
+                                 "cannot be followed"))
+        for node, op in scanner.operators:
+            hit = tables.OPERATOR_OPS.get(op, set()) & mapped
+            if hit:
+                work.reasons.append((self.line(node), "the operator '%s' may create "
+                                     "%s ops, which the map re-routes; rewrite it "
+                                     "with an explicit tf call" % (
+                                         _code(node).strip()[:40],
+                                         "/".join(sorted(hit)))))
+        for call in scanner.calls:
+            if call in self.override_calls:
+                continue
+            self._check_call(call, mapping, mapped, work)
+
+    def _check_call(self, call, mapping, mapped, work):
+        names = self.tf_names(call.func)
+        line = self.line(call)
+        if names:
+            types = set()
+            known = True
+            for name in names:
+                t = tables.op_types_of(name)
+                if t is None:
+                    known = False
+                else:
+                    types |= t
+            if not known:
+                work.reasons.append((line, "%s is not in this tool's table of "
+                                     "TensorFlow functions; it may create ops the "
+                                     "map re-routes (%s)" % (
+                                         _code(call.func), ", ".join(sorted(mapped)))))
+                return
+            hit = types & mapped
+            if not hit:
+                return
+            if len(types) != 1:
+                work.reasons.append((line, "%s creates %s depending on its "
+                                     "arguments; convert it by hand" % (
+                                         _code(call.func),
+                                         " or ".join(sorted(types)))))
+                return
+            op_type = next(iter(types))
+            grad = mapping[op_type]
+            work.calls[call] = grad
+            work.changed.append((line, "%s(...) -> %s(%s, %s)(...) [%s]" % (
+                _code(call.func), HELPER, _code(call.func), _code(grad), op_type)))
+            return
+        builtin = self.builtin_name(call.func)
+        if builtin is not None and builtin in tables.BUILTIN_OPS:
+            hit = tables.BUILTIN_OPS[builtin] & mapped
+            if hit:
+                work.reasons.append((line, "%s() may create %s ops on tensors" % (
+                    builtin, "/".join(sorted(hit)))))
+            return
+        if isinstance(call.func, cst.Attribute) and \
+                call.func.attr.value in tables.SAFE_METHODS:
+            return
+        for q in self.qualified(call.func):
+            if q.source == QualifiedNameSource.IMPORT and \
+                    q.name.split(".")[0] in ("numpy", "math"):
+                return
+        work.reasons.append((line, "%s(...) is called inside the override scope "
+                             "and may create ops the map re-routes (%s); it is "
+                             "defined elsewhere, so the scope cannot be converted "
+                             "safely" % (_code(call.func), ", ".join(sorted(mapped)))))
+
+    # -- dead code after conversion ------------------------------------------
+    def _assign_statement(self, assignment):
+        """The ``name = value`` line behind an assignment, or None."""
+        node = getattr(assignment, "node", None)
+        if not isinstance(node, cst.Name):
+            return None
+        try:
+            target = self.get_metadata(ParentNodeProvider, node)
+            assign = self.get_metadata(ParentNodeProvider, target)
+            line = self.get_metadata(ParentNodeProvider, assign)
+        except KeyError:
+            return None
+        if (isinstance(target, cst.AssignTarget) and isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and isinstance(line, cst.SimpleStatementLine)
+                and len(line.body) == 1):
+            return line
+        return None
+
+    def _assigned_string(self, assignment):
+        stmt = self._assign_statement(assignment)
+        return stmt is not None and _is_string_expression(stmt.body[0].value)
+
+    def _drop(self, stmt):
+        if stmt not in self.plan.statements:
+            self.plan.statements.add(stmt)
+            self.plan.changed.append((self.line(stmt), "removed '%s', unused "
+                                      "after the conversion" % _code(stmt).strip()))
+
+    def _dead_graph_names(self):
+        """Drops ``g = tf.get_default_graph()`` once g has no other use."""
+        seen = set()
+        for name in self.graph_names_done:
+            for a in self._assignments(name):
+                if a in seen:
+                    continue
+                seen.add(a)
+                refs = {r.node for r in a.references}
+                if not refs or not refs <= self.graph_names_done:
+                    continue
+                stmt = self._assign_statement(a)
+                if stmt is None:
+                    continue
+                value = stmt.body[0].value
+                if isinstance(value, cst.Call) and not value.args and set(
+                        tables.GRAPH_GETTERS) & self.tf_names(value.func):
+                    self._drop(stmt)
+
+    def _dead_registrations(self):
+        for reg in self.registrations:
+            if reg.uses == 0 or reg.converted_uses != reg.uses:
+                continue
+            if reg.key[0] == "lit":
+                if reg.key[1] in self.keep_names:
+                    continue
+                self.plan.decorators.add(reg.decorator)
+                self.plan.changed.append((reg.line, "removed the registration of "
+                                          "%r: the function is passed to %s "
+                                          "directly" % (reg.key[1], HELPER)))
+                continue
+            # The counter idiom: a fresh name per call, used by one map.
+            refs = set()
+            for a in reg.key[1]:
+                refs |= {r.node for r in a.references}
+            if not (refs - {reg.arg}) <= self.name_values_done:
+                continue
+            self.plan.decorators.add(reg.decorator)
+            self.plan.changed.append((reg.line, "removed the registration under "
+                                      "'%s': the function is passed to %s "
+                                      "directly" % (reg.arg.value, HELPER)))
+            for a in reg.key[1]:
+                if self._assigned_string(a):
+                    self._drop(self._assign_statement(a))
+
+
+class _Work:
+    """The decisions for one outermost override scope (all or nothing)."""
+
+    def __init__(self):
+        self.reasons = []
+        self.calls = {}
+        self.changed = []
+        self.with_items = {}
+        self.graph_names = []
+        self.name_values = []
+        self.uses = []
+        self.direct = []
+
+
+def _code(node):
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def analyze(module, keep_names=()):
+    """Runs the analysis pass; returns (Plan, MetadataWrapper)."""
+    wrapper = cst.MetadataWrapper(module)
+    analyzer = _Analyzer(keep_names)
+    wrapper.visit(analyzer)
+    return analyzer.plan, wrapper
+
+
+class _Rewriter(cst.CSTTransformer):
+    """Applies a Plan; everything else is left byte for byte."""
+
+    def __init__(self, plan):
+        super().__init__()
+        self.plan = plan
+        # id -> node (holding the node keeps its id from being reused)
+        self.remove = {}       # statements to drop
+        self.flatten = {}      # With statements to replace by their body
+
+    def leave_Call(self, original_node, updated_node):
+        grad = self.plan.calls.get(original_node)
+        if grad is None:
+            return updated_node
+        wrapper = cst.Call(func=cst.Name(self.plan.helper), args=[
+            cst.Arg(updated_node.func, comma=cst.Comma(
+                whitespace_after=cst.SimpleWhitespace(" "))),
+            cst.Arg(grad)])
+        return updated_node.with_changes(func=wrapper)
+
+    def leave_With(self, original_node, updated_node):
+        drop = self.plan.with_items.get(original_node)
+        if drop is None:
+            return updated_node
+        items = [it for i, it in enumerate(updated_node.items) if i not in drop]
+        if not items:
+            self.flatten[id(updated_node)] = updated_node
+            return updated_node
+        items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(items=items)
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        if original_node in self.plan.statements:
+            self.remove[id(updated_node)] = updated_node
+        return updated_node
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        if not any(d in self.plan.decorators for d in original_node.decorators):
+            return updated_node
+        kept, carried = [], []
+        for orig, new in zip(original_node.decorators, updated_node.decorators):
+            if orig in self.plan.decorators:
+                carried.extend(_comments(new.leading_lines))
+                continue
+            if carried:
+                new = new.with_changes(leading_lines=list(carried) + list(new.leading_lines))
+                carried = []
+            kept.append(new)
+        changes = {"decorators": kept}
+        if carried:
+            changes["lines_after_decorators"] = (
+                list(carried) + list(updated_node.lines_after_decorators))
+        return updated_node.with_changes(**changes)
+
+    def _rebuild(self, body):
+        out, pending, dropped = [], [], False
+        for stmt in body:
+            if self.remove.get(id(stmt)) is stmt:
+                pending.extend(stmt.leading_lines)
+                dropped = True
+                continue
+            if self.flatten.get(id(stmt)) is stmt:
+                inner = _body_statements(stmt.body)
+                lead = list(stmt.leading_lines)
+                header = getattr(stmt.body, "header", None)
+                if header is not None and header.comment is not None:
+                    lead.append(cst.EmptyLine(comment=header.comment))
+                lead, pending = _join(pending, lead, first=not out), []
+                dropped = False
+                if inner:
+                    inner[0] = inner[0].with_changes(
+                        leading_lines=lead + list(inner[0].leading_lines))
+                else:
+                    pending = lead
+                out.extend(inner)
+                pending.extend(_comments(getattr(stmt.body, "footer", ())))
+                continue
+            if pending or dropped:
+                stmt = stmt.with_changes(leading_lines=_join(
+                    pending, stmt.leading_lines, first=not out))
+                pending, dropped = [], False
+            out.append(stmt)
+        return out, _comments(pending)
+
+    def leave_IndentedBlock(self, original_node, updated_node):
+        body, pending = self._rebuild(updated_node.body)
+        if body == list(updated_node.body) and not pending:
+            return updated_node
+        if not body:
+            body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=pending)]
+            pending = []
+        return updated_node.with_changes(
+            body=body, footer=list(pending) + list(updated_node.footer))
+
+    def leave_Module(self, original_node, updated_node):
+        body, pending = self._rebuild(updated_node.body)
+        if self.plan.calls and self.plan.need_import:
+            body = _insert_import(body, self.plan.helper)
+        return updated_node.with_changes(
+            body=body, footer=list(pending) + list(updated_node.footer))
+
+
+def _blank(line):
+    return line.comment is None
+
+
+def _join(carried, lines, first):
+    """Leading lines of a statement that follows removed ones: their
+    comments and blank lines, without doubled blank runs (or any blank at
+    the top of a block)."""
+    carried, lines = list(carried), list(lines)
+    if lines and _blank(lines[0]):
+        while carried and _blank(carried[-1]):
+            carried.pop()
+    out = carried + lines
+    if first:
+        while out and _blank(out[0]):
+            out.pop(0)
+    return out
+
+
+def _comments(lines):
+    return [line for line in lines if line.comment is not None]
+
+
+def _body_statements(block):
+    if isinstance(block, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=list(block.body))]
+    return list(block.body)
+
+
+def _is_import_line(stmt):
+    return isinstance(stmt, cst.SimpleStatementLine) and stmt.body and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+
+
+def _is_docstring(stmt):
+    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
+            and isinstance(stmt.body[0], cst.Expr)
+            and isinstance(stmt.body[0].value, (cst.SimpleString,
+                                                cst.ConcatenatedString)))
+
+
+def _insert_import(body, helper):
+    alias = "" if helper == HELPER else " as %s" % helper
+    line = cst.parse_statement("from %s import %s%s\n" % (HELPER_MODULE, HELPER, alias))
+    i = 1 if body and _is_docstring(body[0]) else 0
+    at = i
+    while i < len(body) and _is_import_line(body[i]):
+        i += 1
+        at = i
+    return list(body[:at]) + [line] + list(body[at:])
+
+
+def rewrite(module, keep_names=()):
+    """Migrates a parsed module; returns (new Module, Plan)."""
+    plan, wrapper = analyze(module, keep_names)
+    if not (plan.calls or plan.with_items or plan.statements or plan.decorators):
+        return module, plan
+    return wrapper.module.visit(_Rewriter(plan)), plan

@@ -1,0 +1,336 @@
+"""Rewrite override-map code into TF2 code, keeping comments and formatting.
+
+TF2 ignores ``Graph.gradient_override_map`` in eager code and under a
+GradientTape inside tf.function, and ``tf_upgrade_v2`` leaves it alone, so
+legacy code silently loses its custom gradients. `migrate_source` rewrites
+one file::
+
+    @tf.RegisterGradient("SignSTE")              def _sign_ste(op, grad):
+    def _sign_ste(op, grad):                         ...
+        ...                              ->
+    g = tf.get_default_graph()                   y = op_with_gradient(
+    with g.gradient_override_map(                        tf.sign, _sign_ste)(x)
+            {"Sign": "SignSTE"}):
+        y = tf.sign(x)
+
+It handles module-level registrations, the counter idiom (a fresh name per
+call, ``"FlipGradient%d" % self.num_calls``), maps onto TensorFlow's own
+gradients (``{"Round": "Identity"}``), several keys and several calls per
+scope, nested scopes and aliases (``tf.math.sign``, ``tf.compat.v1.sign``,
+``import tensorflow.compat.v1 as tf``). Whatever it cannot convert safely
+(a map built at run time, a helper defined elsewhere called inside the
+scope, an operator that may create a re-routed op) stays as it is and is
+reported with file, line and reason. It parses the code with libcst and
+never runs it; migrating migrated code changes nothing.
+"""
+
+import dataclasses
+import difflib
+import io
+import os
+import re
+import tempfile
+import tokenize
+
+import libcst as cst
+
+from graph_override import _migrate_codemod
+from graph_override.errors import GraphOverrideError
+
+__all__ = [
+    "FileResult",
+    "MigrationResult",
+    "Site",
+    "SourceError",
+    "iter_python_files",
+    "map_names",
+    "migrate_file",
+    "migrate_paths",
+    "migrate_source",
+    "write_atomically",
+]
+
+
+class SourceError(GraphOverrideError, ValueError):
+    """A file cannot be read or parsed as Python, or cannot be written."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """One place the migration changed, or left for the user."""
+
+    filename: str
+    line: int
+    message: str
+
+    def __str__(self):
+        return "%s:%d: %s" % (self.filename, self.line, self.message)
+
+
+@dataclasses.dataclass(frozen=True)
+class MigrationResult:
+    """The migrated text of one file and what was done to it.
+
+    Attributes:
+      filename: as given to `migrate_source` (used in messages and diffs).
+      original: the input text.
+      text: the migrated text (equal to `original` when nothing changed).
+      changed: `Site`s rewritten, by line of the input.
+      untouched: `Site`s left unconverted, with the reason as message.
+    """
+
+    filename: str
+    original: str
+    text: str
+    changed: tuple
+    untouched: tuple
+
+    @property
+    def modified(self):
+        """True if the migrated text differs from the input."""
+        return self.text != self.original
+
+    def diff(self):
+        """A unified diff from the input to the migrated text ('' if none)."""
+        if not self.modified:
+            return ""
+        return "".join(difflib.unified_diff(
+            self.original.splitlines(True), self.text.splitlines(True),
+            fromfile="a/" + self.filename.lstrip("/"),
+            tofile="b/" + self.filename.lstrip("/")))
+
+
+def _parse(text, filename):
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as e:
+        raise SourceError(
+            "%s:%s:%s: cannot parse the file as Python (%s); nothing was "
+            "migrated or written. Fix the syntax error (or run the file "
+            "through Python 3 first) and migrate again." % (
+                filename, e.editor_line, e.editor_column, e.message)) from None
+
+
+def migrate_source(text, filename="<string>", *, keep_registrations=()):
+    """Rewrites the override-map code of one Python source into TF2 code.
+
+    Each ``with <graph>.gradient_override_map({...}):`` scope whose map is a
+    dict literal, and whose body only creates ops this tool can name, is
+    removed; each call inside it that creates an op the map re-routes
+    becomes ``op_with_gradient(<the same function>, <gradient>)(<the same
+    arguments>)``. The gradient is the registered function itself when the
+    file registers it (its ``RegisterGradient`` decorator then goes, unless
+    another file needs the name: `keep_registrations`), else the name,
+    which `graph_override.tf2.op_with_gradient` resolves at run time
+    (TensorFlow's own such as "Identity" included). ``g =
+    tf.get_default_graph()`` and counter names left unused are removed, and
+    ``from graph_override.tf2 import op_with_gradient`` is added.
+
+    Example:
+      >>> from graph_override.migrate import migrate_source
+      >>> legacy = '''import tensorflow.compat.v1 as tf
+      ... def quantize(x, n):
+      ...     with tf.get_default_graph().gradient_override_map({"Round": "Identity"}):
+      ...         return tf.round(x * n) / n
+      ... '''
+      >>> result = migrate_source(legacy, "dorefa.py")
+      >>> print(result.text)
+      import tensorflow.compat.v1 as tf
+      from graph_override.tf2 import op_with_gradient
+      def quantize(x, n):
+          return op_with_gradient(tf.round, "Identity")(x * n) / n
+      <BLANKLINE>
+      >>> [str(s) for s in result.untouched]
+      []
+
+    Args:
+      text: the source code.
+      filename: the name used in messages, sites and diffs.
+      keep_registrations: gradient names other files use in their override
+        maps; their ``RegisterGradient`` decorators stay.
+
+    Returns:
+      A `MigrationResult`. Migrating its `text` again changes nothing.
+
+    Raises:
+      SourceError: `text` is not valid Python (nothing is migrated).
+    """
+    if not isinstance(text, str):
+        raise TypeError("migrate_source(text): expected str, got %s"
+                        % type(text).__name__)
+    module = _parse(text, filename)
+    new_module, plan = _migrate_codemod.rewrite(module, keep_registrations)
+    new_text = new_module.code if new_module is not module else text
+    if new_text != text:
+        _parse(new_text, filename + " (migrated)")  # never hand out bad code
+    return MigrationResult(
+        filename=filename, original=text, text=new_text,
+        changed=tuple(Site(filename, line, msg) for line, msg in plan.changed),
+        untouched=tuple(Site(filename, line, msg) for line, msg in plan.untouched))
+
+
+# ---------------------------------------------------------------------------
+# Files and trees.
+
+@dataclasses.dataclass(frozen=True)
+class FileResult:
+    """The outcome for one file: a MigrationResult, or the error that
+    stopped it (`error`), and whether the file was written."""
+
+    path: str
+    result: object = None
+    error: str = None
+    written: bool = False
+
+
+_SKIP_DIRS = {"__pycache__", "node_modules"}
+
+
+def iter_python_files(path):
+    """The .py files under `path` (recursively, sorted; hidden and
+    __pycache__ folders skipped, symlinked folders not followed), or `path`
+    itself when it is a file.
+
+    Raises:
+      SourceError: `path` does not exist, or is a file not named *.py.
+    """
+    if os.path.isdir(path):
+        found = []
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".")
+                             and d not in _SKIP_DIRS)
+            found.extend(os.path.join(root, f) for f in sorted(files)
+                         if f.endswith(".py"))
+        return found
+    if not os.path.exists(path):
+        raise SourceError("%s: no such file or directory; pass Python files or "
+                          "folders to migrate." % path)
+    if not path.endswith(".py"):
+        raise SourceError("%s: not a Python file (expected a name ending in "
+                          ".py, or a folder to walk)." % path)
+    return [path]
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise SourceError("%s: cannot read the file (%s)." % (
+            path, e.strerror or e)) from None
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
+        text = raw.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as e:
+        raise SourceError("%s: cannot decode the file as Python source (%s); "
+                          "nothing was migrated." % (path, e)) from None
+    if encoding == "utf-8-sig":
+        text = text.lstrip("\ufeff")
+    return raw, text, encoding
+
+
+def write_atomically(path, data, *, expected=None):
+    """Writes bytes `data` to `path` atomically, keeping its permissions.
+
+    A temporary file in the same folder is written, flushed and renamed over
+    `path` (`os.replace`), so readers see the old or the new file, never a
+    partial one. With `expected`, the write is refused if `path` no longer
+    holds those bytes (someone edited it meanwhile).
+
+    Raises:
+      SourceError: the file changed since it was read, or cannot be written.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        if expected is not None:
+            with open(path, "rb") as f:
+                if f.read() != expected:
+                    raise SourceError("%s: the file changed while it was being "
+                                      "migrated; it was not written. Run the "
+                                      "migration again." % path)
+        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".%s." % os.path.basename(path),
+                                   suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if mode is not None:
+                os.chmod(tmp, mode)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except OSError as e:
+        raise SourceError("%s: cannot write the migrated file (%s); the original "
+                          "is unchanged." % (path, e.strerror or e)) from None
+
+
+def migrate_file(path, *, write=False, keep_registrations=()):
+    """Migrates one file; writes it (atomically) only if `write` is true.
+
+    Returns:
+      A `FileResult`; parse and read errors are reported in it, not raised.
+    """
+    try:
+        raw, text, encoding = _read(path)
+        result = migrate_source(text, path, keep_registrations=keep_registrations)
+    except SourceError as e:
+        return FileResult(path, error=str(e))
+    written = False
+    if write and result.modified:
+        data = result.text.encode(encoding)  # utf-8-sig writes the BOM back
+        try:
+            write_atomically(path, data, expected=raw)
+        except SourceError as e:
+            return FileResult(path, result=result, error=str(e))
+        written = True
+    return FileResult(path, result=result, written=written)
+
+
+_MAP_RE = re.compile(r"gradient_override_map\(\s*\{([^}]*)\}", re.S)
+_STR_RE = re.compile(r"""["']([^"'\n]+)["']""")
+
+
+def map_names(text):
+    """Gradient names written as string literals in override maps (a cheap
+    scan used to keep registrations that other files rely on)."""
+    names = set()
+    for body in _MAP_RE.findall(text):
+        names.update(_STR_RE.findall(body))
+    return names
+
+
+def migrate_paths(paths, *, write=False):
+    """Migrates files and folders (walked recursively for .py files).
+
+    A registration is kept when another file of the run names it in an
+    override map. Bad paths and unparsable files are reported in the
+    results (their `error`), never written, and do not stop the others.
+
+    Returns:
+      A list of `FileResult`, in the order of `paths` and then of the walk.
+    """
+    files, results = [], []
+    for path in paths:
+        try:
+            files.extend(iter_python_files(path))
+        except SourceError as e:
+            results.append(FileResult(path, error=str(e)))
+    uses = {}
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                text = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        uses[f] = map_names(text) if "gradient_override_map" in text else set()
+    for f in files:
+        keep = set()
+        for other, names in uses.items():
+            if other != f:
+                keep |= names
+        results.append(migrate_file(f, write=write, keep_registrations=keep))
+    return results
