@@ -179,9 +179,20 @@ def ternary(x, threshold_value):
     return tf.sign(s + tf.stop_gradient(ternary_correction(x, s, threshold_value)))
 
 
+def exact_divide(x, n):
+    """x / n for a constant n >= 1, computed as IEEE division in every mode.
+
+    In a Session, Grappler's constant folding turns ``x / const`` into
+    ``x * (1 / const)``, which is off by one ulp for some float16 values
+    (9/15 becomes 0.5996 instead of 0.6), so Session and eager results would
+    differ. DivNoNan equals RealDiv for n != 0 and is left alone.
+    """
+    return tf.math.divide_no_nan(x, n)
+
+
 def dorefa(x, k_bit):
     n = _const(float(2 ** k_bit - 1), x)
-    return tf.round(tf.clip_by_value(x, _const(0.0, x), _const(1.0, x)) * n) / n
+    return exact_divide(tf.round(tf.clip_by_value(x, _const(0.0, x), _const(1.0, x)) * n), n)
 
 
 def forward(estimator, x, params):

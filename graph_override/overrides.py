@@ -63,7 +63,7 @@ def _build(estimator, x, params, grad_name):
         clipped = tf.clip_by_value(x, tf.constant(0.0, x.dtype),
                                    tf.constant(1.0, x.dtype))
         with override({"Round": "Identity"}):
-            return tf.round(clipped * n) / n
+            return estimators.exact_divide(tf.round(clipped * n), n)
     # Sign-based estimators: the Sign that reads x carries the estimator.
     with override({"Sign": grad_name}):
         s = tf.sign(x)

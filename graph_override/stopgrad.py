@@ -11,7 +11,13 @@ with this family survive GraphDef export and import into a process that has
 never imported graph_override. Non-finite x is replaced by 0 inside h (its
 gradient there is 0), so inf - inf never turns the forward value into NaN.
 
-`clip_gradient` is the one exception: a clipped gradient is not linear in dy,
+One floating-point caveat: the subtraction is arithmetic, and TensorFlow's
+CPU kernels flush subnormal numbers to zero, so for `flip_gradient` and
+`scale_gradient` (forward x) a subnormal x (|x| < 1.2e-38 in float32) comes
+out as a zero of the same sign. Every other value is bitwise identical to the
+other families, and any later arithmetic op would flush it anyway.
+
+`clip_gradient` is the one exception to registry-freedom: a clipped gradient is not linear in dy,
 which no stop_gradient identity can express, so it delegates to
 `graph_override.tf2.clip_gradient`.
 """

@@ -70,7 +70,7 @@ def _eager_mode(fn, inputs, upstream):
 
 
 def _function_mode(fn, inputs, upstream):
-    run = tf.function(lambda *xs: _tape(fn, list(xs), upstream))
+    run = tf.function(lambda *xs: _tape(fn, list(xs), upstream), autograph=False)
     outs, grads = run(*[tf.constant(a) for a in inputs])
     return [o.numpy() for o in outs], [g.numpy() for g in grads]
 

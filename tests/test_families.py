@@ -1,0 +1,297 @@
+"""Every estimator of every family against numpy references and the tf2 oracle.
+
+Inputs always hold +0 and -0, every threshold and clip boundary with its
+nearest representable neighbours on both sides, and random values, in
+float16, bfloat16, float32 and float64. The overrides family runs in graph
+mode (Session); stopgrad and tf2 in graph, eager and tf.function mode.
+"""
+
+import inspect
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graph_override import _family, estimators, overrides, stopgrad, testing, tf2
+
+DTYPES = ["float16", "bfloat16", "float32", "float64"]
+
+# (estimator, params, boundaries where the forward or the gradient changes)
+CASES = [
+    ("ste_sign", {}, [1.0]),
+    ("ste_sign", {"clip_value": 0.5}, [0.5]),
+    ("ste_sign", {"clip_value": None}, []),
+    ("approx_sign", {}, [1.0]),
+    ("swish_sign", {}, []),
+    ("swish_sign", {"beta": 2.0}, []),
+    ("ste_heaviside", {}, [1.0]),
+    ("ste_heaviside", {"clip_value": 0.25}, [0.25]),
+    ("ste_tern", {}, [0.05, 1.0]),
+    ("ste_tern", {"threshold_value": 0.5, "clip_value": 1.5}, [0.5, 1.5]),
+    ("ste_round", {}, [0.5, 1.5, 2.5]),
+    ("ste_floor", {}, [1.0, 2.0]),
+    ("dorefa_quantize", {}, [1.0, 1 / 6, 0.5, 5 / 6]),
+    ("dorefa_quantize", {"k_bit": 1}, [1.0, 0.5]),
+    ("dorefa_quantize", {"k_bit": 4}, [1.0, 1 / 30]),
+    ("flip_gradient", {}, []),
+    ("flip_gradient", {"scale": 0.25}, []),
+    ("scale_gradient", {"scale": 0.5}, []),
+    ("scale_gradient", {"scale": 0.0}, []),
+    ("scale_gradient", {"scale": -3.0}, []),
+    ("clip_gradient", {"clip_value_min": -0.3, "clip_value_max": 0.3}, []),
+    ("clip_gradient", {"clip_value_min": 0.0, "clip_value_max": 0.0}, []),
+]
+
+
+def _case_id(case):
+    name, params, _ = case
+    return name + "".join("-%s=%s" % kv for kv in params.items())
+
+
+def _np_dtype(dtype):
+    return tf.as_dtype(dtype).as_numpy_dtype
+
+
+_UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _step(value, dtype, direction):
+    """The representable neighbour of `value` in `dtype` (direction +1/-1)."""
+    dt = _np_dtype(dtype)
+    a = np.array([value], dtype=dt)
+    uint = _UINT[a.itemsize]
+    bits = a.view(uint)[0]
+    sign_bit = uint(1) << uint(8 * a.itemsize - 1)
+    if float(a[0]) == 0.0:
+        out = uint(1) if direction > 0 else (sign_bit | uint(1))
+    elif (float(a[0]) > 0) == (direction > 0):
+        out = bits + uint(1)
+    else:
+        out = bits - uint(1)
+    return np.array([out], dtype=uint).view(dt)[0]
+
+
+def make_inputs(boundaries, dtype, seed=0):
+    dt = _np_dtype(dtype)
+    points = [-3.0, -2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.0]
+    values = [np.array(p, dt) for p in points]
+    for b in [0.0] + list(boundaries):
+        for sign in (1.0, -1.0):
+            v = np.array(sign * b, dt)
+            values += [v, _step(v, dtype, +1), _step(v, dtype, -1)]
+    rng = np.random.RandomState(seed)
+    values += list((rng.randn(24) * 1.5).astype(np.float32).astype(dt))
+    return np.array(values, dtype=dt)
+
+
+# --- numpy references ----------------------------------------------------------
+
+def flush_subnormals(x):
+    """TensorFlow's CPU kernels flush subnormal bfloat16/float32/float64
+    inputs to zero (not float16); the references model that."""
+    if x.dtype == np.float16:
+        return x.astype(np.float64)
+    tiny = {"bfloat16": 1.1754943508222875e-38, "float32": 1.1754943508222875e-38,
+            "float64": 2.2250738585072014e-308}[x.dtype.name]
+    x64 = x.astype(np.float64)
+    return np.where(np.abs(x64) < tiny, 0.0, x64)
+
+
+def ref_forward(name, x, p):
+    x64 = flush_subnormals(x)
+    if name in ("ste_sign", "approx_sign", "swish_sign"):
+        out = np.where(x64 >= 0, 1.0, -1.0)
+    elif name == "ste_heaviside":
+        out = np.where(x64 > 0, 1.0, 0.0)
+    elif name == "ste_tern":
+        out = np.where(np.abs(x64) > np.float64(x.dtype.type(p["threshold_value"])),
+                       np.sign(x64), 0.0)
+    elif name == "ste_round":
+        out = np.round(x64)
+    elif name == "ste_floor":
+        out = np.floor(x64)
+    elif name == "dorefa_quantize":
+        n = float(2 ** p["k_bit"] - 1)
+        # IEEE arithmetic in the input dtype: each operation exact in float64,
+        # then rounded once to the dtype (float64 has 53 >= 2p + 2 bits, so
+        # the double rounding is harmless for all four dtypes).
+        def r(v):
+            return v.astype(x.dtype).astype(np.float64)
+        c = np.clip(x64, 0.0, 1.0)
+        return r(r(np.round(r(c * n))) / n).astype(x.dtype)
+    else:
+        out = x.astype(np.float64)  # identity: no arithmetic, no flushing
+    return out.astype(x.dtype)
+
+
+def ref_gradient(name, x, dy, p):
+    x64, dy64 = flush_subnormals(x), dy.astype(np.float64)
+    if name in ("ste_sign", "ste_heaviside", "ste_tern"):
+        c = p.get("clip_value", 1.0)
+        g = dy64 if c is None else dy64 * (np.abs(x64) <= np.float64(x.dtype.type(c)))
+    elif name == "approx_sign":
+        g = dy64 * np.maximum(0.0, 2.0 - 2.0 * np.abs(x64))
+    elif name == "swish_sign":
+        b = p.get("beta", 5.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            s = b * (2 - b * x64 * np.tanh(b * x64 / 2)) / (1 + np.cosh(b * x64))
+        g = dy64 * np.where(np.isinf(x64), 0.0, s)
+    elif name in ("ste_round", "ste_floor"):
+        g = dy64
+    elif name == "dorefa_quantize":
+        g = dy64 * ((x64 >= 0) & (x64 <= 1))
+    elif name == "flip_gradient":
+        g = -p.get("scale", 1.0) * dy64
+    elif name == "scale_gradient":
+        g = p["scale"] * dy64
+    else:
+        g = np.clip(dy64, p["clip_value_min"], p["clip_value_max"])
+    return g
+
+
+IDENTITY_FORWARD = ("flip_gradient", "scale_gradient")
+
+TOL = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 2e-6, "float64": 1e-12}
+
+
+def _fn(family, name, params):
+    f = getattr(family, name)
+    return lambda t: f(t, **params)
+
+
+FAMILY_MODES = [(overrides, "graph"), (stopgrad, "graph"), (stopgrad, "eager"),
+                (stopgrad, "function"), (tf2, "graph"), (tf2, "eager"),
+                (tf2, "function")]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_estimator_matches_numpy_and_oracle(case, dtype):
+    name, params, boundaries = case
+    x = make_inputs(boundaries, dtype)
+    dy = (np.random.RandomState(7).randn(x.size) + 0.5).astype(x.dtype)
+    full = dict(estimators.normalize(name, params))
+    want_y = ref_forward(name, x, full)
+    want_dx = ref_gradient(name, x, dy, full)
+    oracle = testing.evaluate(_fn(tf2, name, params), x, "eager", upstream=dy)
+    for family, mode in FAMILY_MODES:
+        where = "%s/%s %s %s" % (family.__name__.split(".")[-1], mode, name, dtype)
+        got = testing.evaluate(_fn(family, name, params), x, mode, upstream=dy)
+        assert got.outputs.dtype == x.dtype, where
+        # Forward: the values of the reference, and the bits of the oracle.
+        want, oracle_y = want_y, oracle.outputs
+        if family is stopgrad and name in IDENTITY_FORWARD and dtype != "float16":
+            # Documented exception: the stop_gradient form subtracts an exact
+            # zero, and TensorFlow's CPU arithmetic flushes subnormals, so a
+            # subnormal x comes out as a zero of the same sign.
+            sub = flush_subnormals(x) != x.astype(np.float64)
+            assert np.all(got.outputs[sub] == 0), where
+            assert np.array_equal(np.signbit(got.outputs[sub]), np.signbit(x[sub])), where
+            want, oracle_y = np.where(sub, 0, want_y), np.where(sub, got.outputs, oracle_y)
+            oracle_y = oracle_y.astype(x.dtype)
+        np.testing.assert_array_equal(got.outputs.astype(np.float64),
+                                      want.astype(np.float64), err_msg=where)
+        testing._assert_bitwise(got.outputs, oracle_y, where)  # pylint: disable=protected-access
+        # Gradient: the numpy formula, and the oracle.
+        np.testing.assert_allclose(got.gradients[0].astype(np.float64), want_dx,
+                                   rtol=TOL[dtype], atol=TOL[dtype], err_msg=where)
+        np.testing.assert_allclose(got.gradients[0].astype(np.float64),
+                                   oracle.gradients[0].astype(np.float64),
+                                   rtol=TOL[dtype], atol=TOL[dtype], err_msg=where)
+
+
+def test_boundaries_are_in_the_inputs_and_gradient_is_inclusive():
+    """The clip boundary itself passes the gradient, its outer neighbour not."""
+    x = np.array([-1.0, 1.0, _step(np.float32(1.0), "float32", 1),
+                  _step(np.float32(-1.0), "float32", -1), 0.0, -0.0], np.float32)
+    for family, mode in FAMILY_MODES:
+        got = testing.evaluate(overrides.ste_sign if family is overrides else
+                               family.ste_sign, x, mode)
+        np.testing.assert_array_equal(got.gradients[0], [1, 1, 0, 0, 1, 1])
+        np.testing.assert_array_equal(got.outputs, [-1, 1, 1, -1, 1, 1])
+
+
+def test_zero_never_maps_to_zero_in_sign_estimators():
+    x = np.array([0.0, -0.0], np.float32)
+    for name in ("ste_sign", "approx_sign", "swish_sign"):
+        for family, mode in FAMILY_MODES:
+            got = testing.evaluate(getattr(family, name), x, mode)
+            np.testing.assert_array_equal(got.outputs, [1.0, 1.0])
+
+
+@pytest.mark.parametrize("name", _family.ESTIMATOR_FUNCTIONS)
+def test_non_finite_inputs_forward_is_exact_in_every_family(name):
+    params = {"scale_gradient": {"scale": 2.0},
+              "clip_gradient": {"clip_value_min": -1.0, "clip_value_max": 1.0}}.get(name, {})
+    x = np.array([np.inf, -np.inf, np.nan, 1.0, -0.0], np.float32)
+    oracle = testing.evaluate(_fn(tf2, name, params), x, "eager")
+    for family, mode in FAMILY_MODES:
+        got = testing.evaluate(_fn(family, name, params), x, mode)
+        testing._assert_bitwise(got.outputs, oracle.outputs, name)  # pylint: disable=protected-access
+    # Documented: the stop_gradient form has gradient 0 at non-finite x.
+    if name != "clip_gradient":
+        sg = testing.evaluate(_fn(stopgrad, name, params), x, "eager")
+        np.testing.assert_array_equal(sg.gradients[0][:3], [0.0, 0.0, 0.0])
+
+
+def test_flip_gradient_keeps_negative_zero():
+    x = np.array([-0.0, 0.0], np.float32)
+    for family, mode in FAMILY_MODES:
+        got = testing.evaluate(family.flip_gradient, x, mode)
+        assert np.signbit(got.outputs).tolist() == [True, False]
+
+
+@pytest.mark.parametrize("name", _family.ESTIMATOR_FUNCTIONS)
+def test_same_signatures_in_every_family(name):
+    sig = inspect.signature(getattr(tf2, name))
+    assert inspect.signature(getattr(overrides, name)) == sig
+    assert inspect.signature(getattr(stopgrad, name)) == sig
+    assert list(sig.parameters)[0] == "x" and list(sig.parameters)[-1] == "name"
+    for family in (overrides, stopgrad, tf2):
+        assert name in family.__all__
+        doc = getattr(family, name).__doc__
+        assert "Forward:" in doc and "Gradient:" in doc and ">>>" in doc
+
+
+def test_larq_defaults():
+    sig = {n: inspect.signature(getattr(tf2, n)) for n in _family.ESTIMATOR_FUNCTIONS}
+    assert sig["ste_sign"].parameters["clip_value"].default == 1.0
+    assert sig["swish_sign"].parameters["beta"].default == 5.0
+    assert sig["ste_tern"].parameters["threshold_value"].default == 0.05
+    assert sig["ste_tern"].parameters["clip_value"].default == 1.0
+    assert sig["dorefa_quantize"].parameters["k_bit"].default == 2
+    assert sig["flip_gradient"].parameters["scale"].default == 1.0
+
+
+@pytest.mark.parametrize("family", [overrides, stopgrad, tf2],
+                         ids=["overrides", "stopgrad", "tf2"])
+def test_bad_parameters_and_dtypes_are_refused(family):
+    with tf.Graph().as_default():
+        x = tf.constant([0.5, -0.5])
+        with pytest.raises(ValueError, match=r"ste_sign\(clip_value=...\) must be >= 0"):
+            family.ste_sign(x, clip_value=-1.0)
+        with pytest.raises(TypeError, match="must be a Python number"):
+            family.ste_sign(x, clip_value=tf.constant(1.0))
+        with pytest.raises(ValueError, match="k_bit"):
+            family.dorefa_quantize(x, k_bit=0)
+        with pytest.raises(ValueError, match="beta"):
+            family.swish_sign(x, beta=0.0)
+        with pytest.raises(ValueError, match="min must not exceed max"):
+            family.clip_gradient(x, 1.0, -1.0)
+        with pytest.raises(ValueError, match="must be finite"):
+            family.scale_gradient(x, float("nan"))
+        with pytest.raises(TypeError, match="needs a float16, bfloat16, float32 or "
+                                            "float64 tensor, got int32"):
+            family.ste_sign(tf.constant([1, -1]))
+
+
+def test_name_argument_scopes_the_ops():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [3])
+        overrides.ste_sign(x, name="binarize_w")
+        stopgrad.ste_sign(x, name="binarize_a")
+        tf2.ste_sign(x, name="binarize_b")
+        overrides.ste_sign(x)
+    names = [op.name for op in g.get_operations()]
+    for scope in ("binarize_w/", "binarize_a/", "binarize_b/", "ste_sign/"):
+        assert any(n.startswith(scope) for n in names), scope
