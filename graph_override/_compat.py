@@ -25,6 +25,7 @@ __all__ = [
     "has_gradient_entry",
     "is_op_type",
     "lookup_gradient",
+    "op_def",
     "op_type_suggestions",
     "operations_since",
     "operation_count",
@@ -115,3 +116,8 @@ def has_gradient_entry(name):
     including ``tf.no_gradient`` (NotDifferentiable) entries, whose
     function is None; False where tf.gradients raises LookupError."""
     return name in _registry()._registry  # pylint: disable=protected-access
+
+
+def op_def(op_type):
+    """TensorFlow's OpDef of `op_type` (its inputs, outputs and attrs), or None."""
+    return _op_def_registry.get(op_type)
