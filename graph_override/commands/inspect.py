@@ -1,14 +1,47 @@
-"""graph-override inspect (being built; see the open issue)."""
+"""graph-override inspect: why would gradients through a frozen graph fail?"""
 
-HELP = "inspect (not available yet)"
-DESCRIPTION = HELP
-EPILOG = ""
+import json
+
+HELP = "list op types, failing gradients, gradient names and risky ops of a GraphDef"
+DESCRIPTION = (
+    "Reads a frozen GraphDef (binary .pb or text .pbtxt) and reports:\n"
+    "  - how many nodes of each op type it holds;\n"
+    "  - the nodes on which tf.gradients would fail, and why: an op type with no\n"
+    "    gradient (\"No gradient defined for operation\"), or a _gradient_op_type\n"
+    "    name that does not resolve in this process (e.g. CustomGradient-5997,\n"
+    "    left by tf.custom_gradient, which dies with the process that built it);\n"
+    "  - every _gradient_op_type name, whether it resolves here, and whether it\n"
+    "    needs graph_override to resolve;\n"
+    "  - risky ops worth a look before running an untrusted graph (file reads\n"
+    "    and writes, PyFunc/EagerPyFunc, debug dumps, remote calls).\n"
+    "Exit status: 0 nothing found, 1 failing gradients or risky ops, 2 the file\n"
+    "cannot be read as a GraphDef.")
+EPILOG = """examples:
+  graph-override inspect model.pb
+  graph-override inspect model.pbtxt --json > report.json
+  graph-override inspect model.pb --limit 100     # longer tables
+
+then repair what it found:
+  graph-override patch model.pb -o fixed.pb --map Sign=ste_sign
+  graph-override patch model.pb -o fixed.pb --map 'gradient:CustomGradient-*=remove'"""
 
 
 def configure(parser):
-    del parser
+    parser.add_argument("model", metavar="MODEL", help="GraphDef file (.pb or .pbtxt)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the full report as JSON instead of tables")
+    parser.add_argument("--limit", type=int, default=30, metavar="N",
+                        help="rows per table in the text report (default 30)")
 
 
 def run(args):
-    del args
-    raise SystemExit("graph-override inspect is not available in this version")
+    from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    graph_def = frozen.load(args.model)
+    report = frozen.inspect(graph_def)
+    if args.json:
+        out = report.to_dict()
+        out["file"] = args.model
+        print(json.dumps(out, indent=2))
+    else:
+        print("%s: %s" % (args.model, report.format(limit=args.limit)))
+    return 0 if report.ok else 1

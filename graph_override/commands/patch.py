@@ -1,14 +1,95 @@
-"""graph-override patch (being built; see the open issue)."""
+"""graph-override patch: set, replace or remove gradients in a frozen graph."""
 
-HELP = "patch (not available yet)"
-DESCRIPTION = HELP
-EPILOG = ""
+import json
+import sys
+
+HELP = "set, replace or remove the gradients of nodes in a GraphDef"
+DESCRIPTION = (
+    "Reads a frozen GraphDef, applies the --map rules to the nodes they select,\n"
+    "and writes the result atomically to OUT (never onto MODEL unless --force).\n"
+    "\n"
+    "A rule is SELECTOR=ACTION:\n"
+    "  SELECTOR  an op type (Sign), 'gradient:GLOB' (nodes whose _gradient_op_type\n"
+    "            matches, e.g. gradient:CustomGradient-*), or '*' with --select\n"
+    "  ACTION    a built-in estimator with parameters (ste_sign, approx_sign,\n"
+    "            flip_gradient:scale=0.5, ste_tern:threshold_value=0.1,clip_value=1,\n"
+    "            ...), 'remove' (drop the _gradient_op_type name, so the op's own\n"
+    "            gradient applies), or a registered gradient name (Identity)\n"
+    "--select REGEX narrows every rule to node names matching REGEX (re.search).\n"
+    "A node selected by several rules gets the first.\n"
+    "\n"
+    "Without --portable, estimator names such as graph_override.ste_sign(clip_value=1.0)\n"
+    "are written into the graph: any process that imports graph_override resolves\n"
+    "them (graph_override.frozen.import_graph_def). With --portable the nodes are\n"
+    "rewritten into stop_gradient subgraphs, which plain TensorFlow differentiates\n"
+    "with no graph_override installed; forward outputs stay bitwise identical.\n"
+    "\n"
+    "Exit status: 0 written (or --dry-run ok), 1 a rule selected nothing or cannot\n"
+    "be applied, 2 bad usage or an unreadable MODEL / unwritable OUT.")
+EPILOG = """examples:
+  graph-override patch model.pb -o fixed.pb --map Sign=ste_sign
+  graph-override patch model.pb -o fixed.pb --map Identity=flip_gradient:scale=0.5 --select '^output$'
+  graph-override patch model.pb -o fixed.pb --map 'gradient:CustomGradient-*=ste_sign'
+  graph-override patch model.pb -o portable.pb --map Sign=ste_sign --portable
+  graph-override patch model.pb --map Round=ste_round --dry-run --json"""
 
 
 def configure(parser):
-    del parser
+    parser.add_argument("model", metavar="MODEL", help="GraphDef file (.pb or .pbtxt)")
+    parser.add_argument("-o", "--output", metavar="OUT",
+                        help="output file (.pbtxt: text format); required unless --dry-run")
+    parser.add_argument("--map", dest="maps", action="append", default=[],
+                        metavar="SELECTOR=ACTION", required=True,
+                        help="a rule, e.g. Sign=ste_sign; repeat for more")
+    parser.add_argument("--select", metavar="REGEX",
+                        help="only nodes whose name matches REGEX (re.search)")
+    parser.add_argument("--portable", action="store_true",
+                        help="rewrite into stop_gradient subgraphs (no graph_override "
+                             "needed to differentiate the result)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="report what would change; write nothing")
+    parser.add_argument("--allow-no-match", action="store_true",
+                        help="a rule that selects no node is not an error")
+    parser.add_argument("--force", action="store_true",
+                        help="replace OUT if it exists (even if it is MODEL)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _usage(message):
+    print("graph-override patch: error: %s" % message, file=sys.stderr)
+    return 2
 
 
 def run(args):
-    del args
-    raise SystemExit("graph-override patch is not available in this version")
+    from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import UnknownOpTypeError  # pylint: disable=import-outside-toplevel
+    if not args.output and not args.dry_run:
+        return _usage("-o OUT is required (or use --dry-run)")
+    try:
+        rules = [frozen.parse_rule(m, name_regex=args.select) for m in args.maps]
+    except (frozen.RuleError, UnknownOpTypeError) as e:
+        return _usage(str(e))
+    graph_def = frozen.load(args.model)
+    if args.output and not args.dry_run:
+        # Fail on an unwritable OUT before doing the work.
+        frozen.check_output_path(args.output, source=args.model, overwrite=args.force)
+    apply = frozen.make_portable if args.portable else frozen.patch
+    new, report = apply(graph_def, rules,
+                        on_no_match="ignore" if args.allow_no_match else "raise")
+    if not args.dry_run:
+        frozen.save(new, args.output, overwrite=args.force, source=args.model)
+    after = frozen.inspect(new)
+    if args.json:
+        out = report.to_dict()
+        out.update(file=args.model, output=None if args.dry_run else args.output,
+                   dry_run=args.dry_run,
+                   gradient_failures_left=after.gradient_failures)
+        print(json.dumps(out, indent=2))
+    else:
+        print("%s: %s" % (args.model, report.format()))
+        for f in after.gradient_failures[:20]:
+            print("warning: gradient still fails at node %r (%s): %s"
+                  % (f["node"], f["op"], f["reason"]))
+        print("dry run: nothing written" if args.dry_run
+              else "wrote %s" % args.output)
+    return 0

@@ -1,0 +1,77 @@
+"""Writes small frozen GraphDefs for the README walk-through and the tests.
+
+  python scripts/make_frozen_example.py model.pb                   # binarized MLP (Sign)
+  python scripts/make_frozen_example.py custom.pb --kind custom    # tf.custom_gradient STE
+
+`--kind sign` builds a binarized MLP in a tf.compat.v1 Session: hidden
+activations and weights pass through tf.sign, whose TensorFlow gradient is
+zero. `--kind custom` wraps each tf.sign in a straight-through
+tf.custom_gradient, which leaves IdentityN nodes carrying
+``_gradient_op_type: "CustomGradient-<N>"``: a name that only the process
+that built the graph can resolve. Both are frozen with TensorFlow's own
+tf.compat.v1.graph_util.convert_variables_to_constants. Input "x" [N, 16],
+output "logits" [N, 4].
+"""
+
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+SIZES = (16, 32, 32, 4)
+
+
+def _custom_sign():
+    @tf.custom_gradient
+    def ste(x):
+        def grad(dy):
+            return dy * tf.cast(tf.abs(x) <= 1.0, dy.dtype)
+        return tf.sign(x), grad
+    return ste
+
+
+def build_binarized_mlp(kind="sign", seed=0):
+    """A frozen binarized MLP as a GraphDef (see the module docstring)."""
+    rng = np.random.RandomState(seed)
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, SIZES[0]], name="x")
+        binarize = _custom_sign() if kind == "custom" else tf.sign
+        h = x
+        for i, (n_in, n_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
+            w = tf.compat.v1.get_variable(
+                "dense_%d/kernel" % i,
+                initializer=rng.randn(n_in, n_out).astype(np.float32))
+            b = tf.compat.v1.get_variable(
+                "dense_%d/bias" % i, initializer=0.1 * rng.randn(n_out).astype(np.float32))
+            last = i == len(SIZES) - 2
+            kernel = w if last else binarize(w)
+            h = tf.matmul(h, kernel) / np.float32(np.sqrt(n_in)) + b
+            if not last:
+                h = binarize(h)
+        tf.identity(h, name="logits")
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            return tf.compat.v1.graph_util.convert_variables_to_constants(
+                sess, graph.as_graph_def(), ["logits"])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("output", help="where to write the GraphDef (.pb)")
+    parser.add_argument("--kind", choices=("sign", "custom"), default="sign")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    graph_def = build_binarized_mlp(args.kind, args.seed)
+    frozen.save(graph_def, args.output)
+    print("wrote %s: %d nodes" % (args.output, len(graph_def.node)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
