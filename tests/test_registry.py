@@ -1,0 +1,306 @@
+"""register_gradient, built-in names, the gradient contract, and the lock."""
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graph_override as go
+from graph_override import _compat, overrides, registry
+
+
+def _grad_x2(op, grad):
+    return grad * 2.0
+
+
+def _grad_x3(op, grad):
+    return grad * 3.0
+
+
+def _gradient_through(name, x_value):
+    """d tf.sign(x)/dx with Sign re-routed to `name`, in a Session."""
+    with tf.Graph().as_default():
+        x = tf.constant(x_value)
+        with tf.compat.v1.get_default_graph().gradient_override_map({"Sign": name}):
+            y = tf.sign(x)
+        dx, = tf.gradients(y, x)
+        with tf.compat.v1.Session() as sess:
+            return sess.run(dx)
+
+
+def test_register_is_idempotent_and_returns_a_callable_name():
+    before = go.registry_size()
+    name = go.register_gradient(_grad_x2)
+    assert isinstance(name, str) and name == "%s._grad_x2" % __name__
+    assert go.register_gradient(_grad_x2) == name
+    assert go.registry_size() - before <= 1
+    size = go.registry_size()
+    for _ in range(100):
+        go.register_gradient(_grad_x2)
+    assert go.registry_size() == size
+    np.testing.assert_array_equal(_gradient_through(name, [1.0, -2.0]), [2.0, 2.0])
+    # RegisteredGradient stays callable like the function.
+    assert name.function is _grad_x2
+
+
+def test_decorator_forms():
+    @go.register_gradient(name="test_registry.Decorated")
+    def decorated(op, grad):
+        return grad * 5.0
+
+    assert decorated == "test_registry.Decorated"
+    assert callable(decorated) and decorated(None, 2.0) == 10.0
+
+    @go.register_gradient
+    def bare(op, grad):
+        return -grad
+
+    assert bare.endswith("test_decorator_forms.<locals>.bare")
+    np.testing.assert_array_equal(_gradient_through(bare, [3.0]), [-1.0])
+
+
+SOURCE = textwrap.dedent("""
+    def notebook_grad(op, grad):
+        return grad * 7.0
+""")
+
+
+def test_a_re_run_cell_or_reimported_module_is_the_same_function():
+    first, second = {"__name__": "__main__"}, {"__name__": "__main__"}
+    exec(compile(SOURCE, "<cell-1>", "exec"), first)  # pylint: disable=exec-used
+    exec(compile(SOURCE, "<cell-2>", "exec"), second)  # pylint: disable=exec-used
+    assert first["notebook_grad"] is not second["notebook_grad"]
+    a = go.register_gradient(first["notebook_grad"], name="nb.grad")
+    before = go.registry_size()
+    b = go.register_gradient(second["notebook_grad"], name="nb.grad")
+    assert a == b and go.registry_size() == before
+
+
+def test_a_different_function_under_a_taken_name_names_both_places():
+    go.register_gradient(_grad_x2, name="test_registry.Taken")
+    with pytest.raises(go.DuplicateGradientError) as info:
+        go.register_gradient(_grad_x3, name="test_registry.Taken")
+    assert isinstance(info.value, KeyError)
+    message = str(info.value)
+    assert "test_registry.Taken" in message and not message.startswith("'")
+    assert "test_registry.py:%d" % _grad_x2.__code__.co_firstlineno in message
+    assert "test_registry.py:%d" % _grad_x3.__code__.co_firstlineno in message
+    # Nothing changed: the name still routes to the first function.
+    np.testing.assert_array_equal(_gradient_through("test_registry.Taken", [1.0]), [2.0])
+
+
+def test_a_name_registered_directly_with_tensorflow_is_refused():
+    tf.RegisterGradient("test_registry.DirectTF")(_grad_x3)
+    with pytest.raises(go.DuplicateGradientError, match="not through graph_override"):
+        go.register_gradient(_grad_x2, name="test_registry.DirectTF")
+    with pytest.raises(go.DuplicateGradientError, match="registered at .*test_registry.py"):
+        go.register_gradient(_grad_x2, name="Identity")
+
+
+def test_closures_with_different_values_are_different_functions():
+    def make(scale):
+        def scaled(op, grad):
+            return grad * scale
+        return scaled
+
+    a, b, a_again = make(2.0), make(4.0), make(2.0)
+    na, nb, na2 = (go.register_gradient(f) for f in (a, b, a_again))
+    assert na == na2 and na != nb and nb.endswith("#2")
+    np.testing.assert_array_equal(_gradient_through(na, [1.0]), [2.0])
+    np.testing.assert_array_equal(_gradient_through(nb, [1.0]), [4.0])
+
+
+def test_bad_arguments():
+    with pytest.raises(TypeError, match="needs a callable"):
+        go.register_gradient(42)
+    with pytest.raises(TypeError, match="non-empty string"):
+        go.register_gradient(_grad_x2, name="")
+
+
+# --- built-in estimator names ----------------------------------------------------
+
+def test_builtin_names_describe_themselves_and_round_trip():
+    name = overrides.gradient_name("ste_tern", threshold_value=0.1, clip_value=None)
+    assert name == "graph_override.ste_tern(threshold_value=0.1, clip_value=None)"
+    assert registry.parse_builtin_name(name) == (
+        "ste_tern", {"threshold_value": 0.1, "clip_value": None})
+    assert overrides.gradient_name("dorefa_quantize") == "graph_override.dorefa_quantize(k_bit=2)"
+    assert (overrides.gradient_name("clip_gradient", clip_value_min=-1, clip_value_max=float("inf"))
+            == "graph_override.clip_gradient(clip_value_min=-1.0, clip_value_max=inf)")
+
+
+def test_builtin_names_resolve_on_demand_also_when_not_canonical():
+    name = "graph_override.ste_sign(clip_value=2)"  # int, as a person might write it
+    assert _compat.lookup_gradient(name) is None
+    assert go.is_resolvable(name)
+    assert go.resolve(name) == name
+    np.testing.assert_array_equal(_gradient_through(name, [-3.0, -2.0, 0.0, 1.5, 2.5]),
+                                  [0.0, 1.0, 1.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("bad", [
+    "graph_override.ste_sign(clip_value=-1.0)",
+    "graph_override.ste_sign(clip=1.0)",
+    "graph_override.no_such_estimator()",
+    "graph_override.ste_sign(clip_value=1.0",
+    "graph_override.dorefa_quantize(k_bit=99)",
+    "NoSuchGradientAnywhere",
+])
+def test_unresolvable_names(bad):
+    assert not go.is_resolvable(bad)
+    with pytest.raises(go.UnknownGradientError) as info:
+        go.resolve(bad)
+    assert isinstance(info.value, LookupError) and repr(bad) in str(info.value)
+
+
+def test_unknown_name_error_suggests_the_builtin():
+    with pytest.raises(go.UnknownGradientError,
+                       match=r"graph_override.ste_sign\(clip_value=1.0\)"):
+        go.resolve("ste_sign")
+
+
+def test_thousand_sites_add_at_most_a_handful_of_registry_entries():
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [8])
+        overrides.ste_sign(x)  # make sure the default setting is registered
+        before = go.registry_size()
+        for i in range(1000):
+            overrides.ste_sign(x, clip_value=(0.5, 1.0, 1.5)[i % 3])
+        added = go.registry_size() - before
+    assert added <= 2, added
+
+
+FRESH = textwrap.dedent(r"""
+    import os, sys
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import numpy as np, tensorflow as tf
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString(open(sys.argv[1], "rb").read())
+    names = sorted({n.attr["_gradient_op_type"].s.decode() for n in graph_def.node
+                    if "_gradient_op_type" in n.attr})
+    with tf.Graph().as_default():
+        tf.import_graph_def(graph_def, name="")
+        g = tf.compat.v1.get_default_graph()
+        x, y = g.get_tensor_by_name("x:0"), g.get_tensor_by_name("y:0")
+        try:
+            tf.gradients(y, x)
+            print("UNEXPECTED: resolved without graph_override")
+        except LookupError as e:
+            print("before:", type(e).__name__)
+        import graph_override
+        for n in names:
+            graph_override.resolve(n)
+        dx, = tf.gradients(y, x)
+        with tf.compat.v1.Session() as s:
+            print("after:", s.run(dx, {x: [-1.5, -0.25, 0.0, 0.25, 1.5]}).tolist())
+""")
+
+
+def test_a_fresh_process_resolves_builtin_names_found_in_a_graphdef(tmp_path):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [5], name="x")
+        tf.identity(overrides.ste_sign(x, clip_value=0.5), name="y")
+    path = tmp_path / "g.pb"
+    path.write_bytes(g.as_graph_def().SerializeToString())
+    script = tmp_path / "fresh.py"
+    script.write_text(FRESH)
+    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    assert "before: LookupError" in out
+    assert "after: [0.0, 1.0, 1.0, 1.0, 0.0]" in out
+
+
+# --- the gradient contract -----------------------------------------------------
+
+def _sign_gradient_with(fn):
+    with tf.Graph().as_default():
+        x = tf.constant([1.0, -1.0], name="x")
+        with go.override_gradients({"Sign": fn}):
+            y = tf.sign(x, name="binarize")
+        return tf.gradients(y, x)
+
+
+@pytest.mark.parametrize("fn, expected", [
+    (lambda op, grad: [grad, grad], r"returned 2 gradient\(s\), but the op has 1 input"),
+    (lambda op, grad: tf.ones([3]), r"shape \(3,\) for input 0 of shape \(2,\)"),
+    (lambda op, grad: 1.0, r"returned float 1.0 as the gradient of input 0"),
+    (lambda op, grad: np.ones(2, np.float32), r"returned ndarray"),
+    (lambda op, grad: tf.cast(grad, tf.float64), r"float64 gradient for input 0 of dtype float32"),
+])
+def test_wrong_gradient_results_name_the_op(fn, expected):
+    with pytest.raises(go.GradientContractError, match=expected) as info:
+        _sign_gradient_with(fn)
+    assert "op 'binarize' (type Sign)" in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_none_and_a_list_of_one_are_valid_results():
+    def none_grad(op, grad):
+        return None
+
+    def listed(op, grad):
+        return [grad * 4.0]
+
+    assert _sign_gradient_with(none_grad) == [None]
+    with tf.Graph().as_default():
+        x = tf.constant([1.0, -1.0])
+        with go.override_gradients({"Sign": listed}):
+            y = tf.sign(x)
+        dx, = tf.gradients(y, x)
+        with tf.compat.v1.Session() as sess:
+            np.testing.assert_array_equal(sess.run(dx), [4.0, 4.0])
+
+
+# --- threads -------------------------------------------------------------------
+
+def test_concurrent_registration_of_one_function_makes_one_entry():
+    def shared(op, grad):
+        return grad * 11.0
+
+    names, errors = [], []
+    barrier = threading.Barrier(8)
+
+    def worker():
+        barrier.wait()
+        try:
+            names.append(go.register_gradient(shared, name="test_registry.Concurrent"))
+        except Exception as e:  # pylint: disable=broad-except
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(names)) == 1 and len(names) == 8
+
+
+def test_concurrent_claims_of_one_name_by_different_functions_one_wins():
+    functions = []
+    for i in range(8):
+        exec(compile("def claim(op, grad):\n    return grad * %d.0\n" % (i + 1),  # pylint: disable=exec-used
+                     "<claim-%d>" % i, "exec"), ns := {})
+        functions.append(ns["claim"])
+    wins, refused = [], []
+    barrier = threading.Barrier(8)
+
+    def worker(fn):
+        barrier.wait()
+        try:
+            wins.append(go.register_gradient(fn, name="test_registry.Contested"))
+        except go.DuplicateGradientError:
+            refused.append(fn)
+
+    threads = [threading.Thread(target=worker, args=(f,)) for f in functions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(refused) == 7
+    winner = wins[0].function
+    factor = winner(None, 1.0)
+    np.testing.assert_array_equal(_gradient_through("test_registry.Contested", [1.0]), [factor])
