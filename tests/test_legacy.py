@@ -1,0 +1,340 @@
+"""graph_override.legacy.op_with_gradient: legacy gradient functions in TF2."""
+
+import doctest
+import inspect
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graph_override as go
+from graph_override import legacy, overrides, testing, tf2
+from graph_override.errors import GradientContractError, UnknownGradientError
+from graph_override.tf2 import op_with_gradient
+
+ALL_MODES = ["graph", "eager", "function"]
+
+# Exact zeros and the clip boundaries of every estimator.
+X = np.array([-2.0, -1.0001, -1.0, -0.5, -0.05, 0.0, 0.05, 0.5, 0.9999, 1.0,
+              1.0001, 1.5, 2.5], np.float32)
+UP = np.random.RandomState(3).uniform(-1.5, 1.5, X.shape).astype(np.float32)
+
+
+def sign_ste_grad(op, grad):
+    """Written for tf.RegisterGradient: the BNN straight-through sign."""
+    x = op.inputs[0]
+    return grad * tf.cast(tf.abs(x) <= 1.0, grad.dtype)
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(legacy, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_handwritten_ste_matches_numpy_and_tf2(rng):
+    ref_grad = UP * (np.abs(X) <= 1.0)
+    for mode in ALL_MODES:
+        r = testing.evaluate(op_with_gradient(tf.sign, sign_ste_grad), X, mode,
+                             upstream=UP)
+        np.testing.assert_array_equal(r.outputs, np.sign(X))
+        np.testing.assert_allclose(r.gradients[0], ref_grad, rtol=0, atol=0)
+    # The tf2 estimator has the same gradient (its forward maps 0 to +1).
+    testing.assert_same_gradients(op_with_gradient(tf.sign, sign_ste_grad),
+                                  tf2.ste_sign, X, upstream=UP, forward="skip")
+
+
+ESTIMATOR_CASES = [
+    # (estimator, params, op function, forward equal to the tf2 family?)
+    ("ste_sign", {}, tf.sign, False),
+    ("ste_sign", {"clip_value": 0.5}, tf.sign, False),
+    ("approx_sign", {}, tf.sign, False),
+    ("swish_sign", {"beta": 5.0}, tf.sign, False),
+    ("ste_round", {}, tf.round, True),
+    ("ste_floor", {}, tf.floor, True),
+    ("flip_gradient", {"scale": 0.5}, tf.identity, True),
+    ("scale_gradient", {"scale": -3.0}, tf.identity, True),
+    ("clip_gradient", {"clip_value_min": -0.3, "clip_value_max": 0.4},
+     tf.identity, True),
+]
+
+
+@pytest.mark.parametrize("estimator,params,op_fn,same_forward", ESTIMATOR_CASES,
+                         ids=lambda v: v if isinstance(v, str) else None)
+def test_builtin_names_match_the_tf2_estimators(estimator, params, op_fn,
+                                                same_forward):
+    name = overrides.gradient_name(estimator, **params)
+    migrated = op_with_gradient(op_fn, name)
+    oracle = lambda x: getattr(tf2, estimator)(x, **params)  # noqa: E731
+    testing.assert_same_gradients(
+        migrated, oracle, X, upstream=UP,
+        forward="bitwise" if same_forward else "skip")
+
+
+def test_tensorflow_own_gradient_names():
+    # {"Round": "Identity"}: the tensorpack DoReFa idiom.
+    r = testing.evaluate(op_with_gradient(tf.round, "Identity"), X, "eager",
+                         upstream=UP)
+    np.testing.assert_array_equal(r.outputs, np.round(X))
+    np.testing.assert_array_equal(r.gradients[0], UP)
+    # "Sign" is TensorFlow's own (zero) gradient, run through the view.
+    r = testing.evaluate(op_with_gradient(tf.sign, "Sign"), X, "function",
+                         upstream=UP)
+    np.testing.assert_array_equal(r.gradients[0], np.zeros_like(X))
+
+
+SMOOTH = [
+    ("Tanh reads op.outputs", tf.tanh, "Tanh", [X]),
+    ("Softplus", tf.nn.softplus, "Softplus", [X]),
+    ("Sigmoid reads op.outputs", tf.sigmoid, "Sigmoid", [X]),
+    ("MatMul transpose_a", lambda a, b: tf.matmul(a, b, transpose_a=True),
+     "MatMul", [np.random.RandomState(0).randn(3, 2), np.random.RandomState(1).randn(3, 4)]),
+    ("MatMul transpose_b", lambda a, b: tf.matmul(a, b, transpose_b=True),
+     "MatMul", [np.random.RandomState(2).randn(2, 3), np.random.RandomState(3).randn(4, 3)]),
+    ("Mul two inputs", tf.multiply, "Mul",
+     [np.random.RandomState(4).randn(3), np.random.RandomState(5).randn(3)]),
+]
+
+
+@pytest.mark.parametrize("what,op_fn,name,inputs", SMOOTH, ids=[s[0] for s in SMOOTH])
+def test_numeric_jacobian(what, op_fn, name, inputs):
+    del what
+    xs = [tf.constant(np.asarray(a, np.float64)) for a in inputs]
+    theoretical, numerical = tf.test.compute_gradient(
+        op_with_gradient(op_fn, name), xs)
+    for t, n in zip(theoretical, numerical):
+        np.testing.assert_allclose(t, n, rtol=1e-6, atol=1e-6)
+
+
+def test_multi_output_op_and_attrs():
+    seen = {}
+
+    def split_grad(op, *grads):
+        seen["num_split"] = op.get_attr("num_split")
+        seen["T"] = op.get_attr("T")
+        seen["type"] = op.type
+        return None, tf.concat([g * (i + 1.0) for i, g in enumerate(grads)],
+                               op.inputs[0])
+
+    def fn(x):
+        a, b, c = op_with_gradient(tf.split, split_grad)(x, 3)
+        return a + c  # b unused: its gradient reaches split_grad as zeros
+
+    x = np.arange(6, dtype=np.float32)
+    for mode in ALL_MODES:
+        r = testing.evaluate(fn, x, mode)
+        np.testing.assert_array_equal(r.outputs, [4.0, 6.0])
+        np.testing.assert_array_equal(r.gradients[0], [1, 1, 0, 0, 3, 3])
+    assert seen == {"num_split": 3, "T": tf.float32, "type": "Split"}
+
+
+def test_multi_output_structure_is_kept():
+    values, indices = op_with_gradient(tf.math.top_k, "TopKV2")(
+        tf.constant([1.0, 3.0, 2.0]), k=2)
+    np.testing.assert_array_equal(values, [3.0, 2.0])
+    np.testing.assert_array_equal(indices, [1, 2])
+    x = tf.constant([1.0, 3.0, 2.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        out = op_with_gradient(tf.math.top_k, "TopKV2")(x, k=2)
+    np.testing.assert_array_equal(tape.gradient(out.values, x), [0, 1, 1])
+
+
+def test_none_gradients_and_argument_reuse():
+    def grad_a_only(op, grad):
+        return grad * 2.0, None
+
+    fn = lambda a, b: op_with_gradient(tf.multiply, grad_a_only)(a, b)  # noqa: E731
+    a = np.array([1.0, -2.0, 0.0], np.float32)
+    b = np.array([3.0, 0.0, -1.0], np.float32)
+    for mode in ALL_MODES:
+        r = testing.evaluate(fn, [a, b], mode)
+        np.testing.assert_array_equal(r.gradients[0], [2.0, 2.0, 2.0])
+        np.testing.assert_array_equal(r.gradients[1], [0.0, 0.0, 0.0])
+    # The same tensor feeding both inputs gets both gradients, summed.
+    square = lambda a: op_with_gradient(tf.multiply, "Mul")(a, a)  # noqa: E731
+    for mode in ALL_MODES:
+        np.testing.assert_allclose(testing.evaluate(square, a, mode).gradients[0],
+                                   2 * a)
+
+
+def test_second_order_through_a_differentiable_legacy_function():
+    def square_grad(op, grad):  # TF1 style, differentiable in x
+        x = op.inputs[0]
+        return grad * 3.0 * x * x  # pretend d/dx = 3x^2, so d2/dx2 = 6x
+
+    fn = op_with_gradient(tf.square, square_grad)
+    x = tf.constant(X)
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = fn(x)
+        dy = inner.gradient(y, x)
+    np.testing.assert_allclose(dy, 3 * X * X, rtol=1e-6)
+    np.testing.assert_allclose(outer.gradient(dy, x), 6 * X, rtol=1e-6)
+
+    @tf.function
+    def second(x):
+        with tf.GradientTape() as outer:
+            outer.watch(x)
+            with tf.GradientTape() as inner:
+                inner.watch(x)
+                y = fn(x)
+            dy = inner.gradient(y, x)
+        return outer.gradient(dy, x)
+
+    np.testing.assert_allclose(second(x), 6 * X, rtol=1e-6)
+    with tf.Graph().as_default():
+        xp = tf.compat.v1.placeholder(tf.float32, X.shape)
+        (dy,) = tf.gradients(fn(xp), xp)
+        (d2,) = tf.gradients(dy, xp)
+        with tf.compat.v1.Session() as sess:
+            np.testing.assert_allclose(sess.run(d2, {xp: X}), 6 * X, rtol=1e-6)
+
+
+def test_graph_mode_view_has_the_real_op_name():
+    names = []
+
+    def grad(op, dy):
+        names.append(op.name)
+        return dy
+
+    with tf.Graph().as_default() as graph:
+        x = tf.compat.v1.placeholder(tf.float32, [3])
+        y = op_with_gradient(tf.sign, grad)(x, name="binarize")
+        tf.gradients(y, x)
+    # custom_gradient returns the op's output through an IdentityN; the view
+    # names the Sign op itself.
+    assert names == ["binarize"]
+    assert graph.get_operation_by_name("binarize").type == "Sign"
+
+
+def test_two_instances_in_one_graph_do_not_interfere():
+    def half(op, dy):
+        return 0.5 * dy
+
+    def triple(op, dy):
+        return 3.0 * dy
+
+    fn = lambda x: [op_with_gradient(tf.identity, half)(x),  # noqa: E731
+                    op_with_gradient(tf.identity, triple)(x)]
+    for mode in ALL_MODES:
+        r = testing.evaluate(fn, X, mode, upstream=[UP, UP])
+        np.testing.assert_allclose(r.gradients[0], 3.5 * UP, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, tf.bfloat16.as_numpy_dtype])
+def test_dtypes_are_kept(dtype):
+    x = X.astype(dtype)
+    r = testing.evaluate(op_with_gradient(tf.sign, sign_ste_grad), x, "eager")
+    assert r.outputs.dtype == x.dtype and r.gradients[0].dtype == x.dtype
+    # 1.0001 rounds to 1.0 in the narrow types: the reference uses x as cast.
+    np.testing.assert_array_equal(
+        r.gradients[0].astype(np.float32),
+        (np.abs(x.astype(np.float32)) <= 1.0).astype(np.float32))
+
+
+def test_keras3_layer_trains_with_a_legacy_gradient():
+    class BinaryDense(keras.layers.Layer):
+        def build(self, input_shape):
+            self.kernel = self.add_weight(
+                shape=(input_shape[-1], 1),
+                initializer=keras.initializers.Constant(
+                    np.array([[0.5], [-0.25], [2.0]], np.float32)))
+
+        def call(self, x):
+            binary = op_with_gradient(tf.sign, sign_ste_grad)(self.kernel)
+            return tf.matmul(x, binary)
+
+    layer = BinaryDense()
+    x = tf.constant([[1.0, 2.0, 3.0]])
+    with tf.GradientTape() as tape:
+        y = layer(x)
+    grad = tape.gradient(y, layer.kernel)
+    np.testing.assert_array_equal(y, [[1.0 - 2.0 + 3.0]])
+    # d y / d kernel = x (straight through where |w| <= 1), 0 where |w| > 1.
+    np.testing.assert_array_equal(grad, [[1.0], [2.0], [0.0]])
+    model = keras.Sequential([keras.Input((3,)), layer])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    before = layer.kernel.numpy().copy()
+    model.fit(np.ones((4, 3), np.float32), np.zeros((4, 1), np.float32),
+              epochs=1, batch_size=4, verbose=0)
+    after = layer.kernel.numpy()
+    assert after[2, 0] == before[2, 0]  # clipped: no gradient
+    assert after[0, 0] < before[0, 0]   # trained through the STE
+
+
+def _contract_message(run):
+    with pytest.raises(GradientContractError) as info:
+        run()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("bad,expected", [
+    (lambda op, dy: [dy, dy], "returned 2 gradient(s), but the op has 1 input(s)"),
+    (lambda op, dy: tf.reduce_sum(dy), "returned a gradient of shape () for input 0"),
+    (lambda op, dy: 1.0, "returned float 1.0 as the gradient of input 0"),
+])
+def test_wrong_gradients_raise_as_in_graph_mode(bad, expected):
+    def legacy_run():
+        testing.evaluate(op_with_gradient(tf.sign, bad), X, "eager")
+
+    def graph_run():
+        with tf.Graph().as_default():
+            x = tf.compat.v1.placeholder(tf.float32, X.shape)
+            with go.override_gradients({"Sign": bad}):
+                y = tf.sign(x)
+            tf.gradients(y, x)
+
+    eager_msg, graph_msg = _contract_message(legacy_run), _contract_message(graph_run)
+    assert expected in eager_msg and expected in graph_msg
+    assert "(type Sign)" in eager_msg and "(type Sign)" in graph_msg
+    with pytest.raises(GradientContractError):
+        testing.evaluate(op_with_gradient(tf.sign, bad), X, "function")
+
+
+def test_unknown_attr_is_a_clear_error():
+    def reads_missing(op, dy):
+        op.get_attr("transpose_a")
+        return dy
+
+    msg = _contract_message(lambda: testing.evaluate(
+        op_with_gradient(tf.sign, reads_missing), X, "eager"))
+    assert "'transpose_a'" in msg and "type Sign" in msg and "T" in msg
+
+
+def test_unknown_view_attribute_is_an_attribute_error():
+    def reads_graph(op, dy):
+        return op.graph and dy
+
+    with pytest.raises(AttributeError, match="no attribute 'graph'"):
+        testing.evaluate(op_with_gradient(tf.sign, reads_graph), X, "eager")
+
+
+@pytest.mark.parametrize("op_fn,match", [
+    (lambda x: tf.sign(x * 2.0), "computed by a Mul op"),
+    (lambda x: x, "returned its input unchanged"),
+    (lambda x: [tf.sign(x), tf.round(x)], "all outputs of exactly one op"),
+])
+def test_op_function_must_create_one_op(op_fn, match):
+    with pytest.raises(GradientContractError, match=match):
+        op_with_gradient(op_fn, sign_ste_grad)(tf.constant(X))
+
+
+def test_bad_gradient_arguments():
+    with pytest.raises(UnknownGradientError, match="NoSuchGradient"):
+        op_with_gradient(tf.sign, "NoSuchGradient")
+    with pytest.raises(TypeError, match="gradient must be"):
+        op_with_gradient(tf.sign, 3)
+    with pytest.raises(TypeError, match="op_fn must be callable"):
+        op_with_gradient("Sign", sign_ste_grad)
+
+
+def test_signature_and_registered_functions():
+    wrapped = op_with_gradient(tf.sign, sign_ste_grad)
+    assert inspect.signature(wrapped) == inspect.signature(tf.sign)
+    name = go.register_gradient(sign_ste_grad, name="test_legacy.SignSTE")
+    by_name = testing.evaluate(op_with_gradient(tf.sign, name), X, "eager")
+    by_fn = testing.evaluate(wrapped, X, "eager")
+    np.testing.assert_array_equal(by_name.gradients[0], by_fn.gradients[0])
