@@ -840,7 +840,9 @@ def make_portable(graph_def, rules, *, on_no_match="raise"):
     ``stop_gradient(y) - (stop_gradient(h) - h)`` with
     ``h = x * stop_gradient(g(x))``: bitwise the same forward values, and the
     estimator's gradient ``dy * g(x)`` into the first input x, in plain
-    TensorFlow with no graph_override imported. `remove` rules delete the
+    TensorFlow with no graph_override imported. As in `graph_override.stopgrad`,
+    an infinite x gets gradient 0 (x * g(x) would be infinite there, and
+    inf - inf would turn the forward value into NaN). `remove` rules delete the
     gradient attr. clip_gradient and registered names are refused (neither
     has a stop_gradient form).
 
