@@ -56,3 +56,19 @@ def test_demo_runs_and_succeeds():
     result = _cli("demo")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "three families agree" in result.stdout
+
+
+def _python_blocks():
+    text = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+def test_readme_has_python_examples():
+    assert len(_python_blocks()) >= 3
+
+
+@pytest.mark.parametrize("index", range(len(_python_blocks())))
+def test_readme_python_blocks_run(index, capsys):
+    exec(compile(_python_blocks()[index], "README.md[python %d]" % index, "exec"), {})  # pylint: disable=exec-used
+    out = capsys.readouterr().out
+    assert out.strip(), "each README example prints what it shows"
