@@ -679,7 +679,8 @@ def _comments(lines):
 
 def _body_statements(block):
     if isinstance(block, cst.SimpleStatementSuite):
-        return [cst.SimpleStatementLine(body=list(block.body))]
+        return [cst.SimpleStatementLine(body=list(block.body),
+                                        trailing_whitespace=block.trailing_whitespace)]
     return list(block.body)
 
 

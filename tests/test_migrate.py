@@ -1,0 +1,313 @@
+"""graph_override.migrate and `graph-override migrate`: the codemod's rules,
+formatting, idempotence, bad input and the command line."""
+
+import doctest
+import glob
+import os
+import stat
+
+import libcst as cst
+import pytest
+
+from graph_override import _migrate_tables, cli, migrate
+from graph_override.migrate import SourceError, migrate_source
+
+CASES = sorted(glob.glob(os.path.join(os.path.dirname(__file__),
+                                      "migration_cases", "*.py")))
+CASES = [c for c in CASES if not c.endswith("conftest.py")]
+
+HEADER = "import tensorflow.compat.v1 as tf\n"
+
+
+def _migrate(body, **kwargs):
+    return migrate_source(HEADER + body, "m.py", **kwargs)
+
+
+def test_docstring_examples_run():
+    for module in (migrate, _migrate_tables):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+@pytest.mark.parametrize("path", CASES, ids=os.path.basename)
+def test_idempotent_on_every_case(path):
+    with open(path) as f:
+        text = f.read()
+    once = migrate_source(text, path)
+    twice = migrate_source(once.text, path)
+    assert twice.text == once.text
+    assert twice.changed == ()
+    cst.parse_module(once.text)  # the result parses
+
+
+def test_one_line_scope_keeps_its_comment():
+    r = _migrate('with tf.get_default_graph().gradient_override_map({"Sign": '
+                 '"Identity"}): y = tf.sign(x)  # keep me\n')
+    assert r.text == HEADER + ("from graph_override.tf2 import op_with_gradient\n"
+                               'y = op_with_gradient(tf.sign, "Identity")(x)  # keep me\n')
+
+
+def test_comments_and_formatting_outside_the_scope_survive():
+    body = ('def f(x):\n'
+            '    # leading comment\n'
+            '    a = tf.abs( x )   # odd spacing stays\n'
+            '    with tf.get_default_graph().gradient_override_map(\n'
+            '            {"Sign": "Identity"}):  # header comment\n'
+            '        y = tf.sign(a)  # trailing\n'
+            '        # end of block\n'
+            '    return y\n')
+    r = _migrate(body)
+    assert "    # leading comment\n    a = tf.abs( x )   # odd spacing stays\n" in r.text
+    assert ("    # header comment\n"
+            '    y = op_with_gradient(tf.sign, "Identity")(a)  # trailing\n'
+            "    # end of block\n    return y\n") in r.text
+
+
+def test_other_items_of_the_with_stay():
+    r = _migrate('def f(x):\n'
+                 '    with tf.name_scope("q"), tf.get_default_graph().gradient_'
+                 'override_map({"Round": "Identity"}):\n'
+                 '        return tf.round(x)\n')
+    assert 'with tf.name_scope("q"):\n        return op_with_gradient(tf.round, ' \
+           '"Identity")(x)\n' in r.text
+
+
+def test_several_keys_nested_scopes_and_nested_calls():
+    r = _migrate('def f(x, g):\n'
+                 '    with g.gradient_override_map({"Sign": "A", "Floor": "B"}):\n'
+                 '        y = tf.sign(tf.floor(x))\n'
+                 '        with g.gradient_override_map({"Sign": "C"}):\n'
+                 '            z = tf.sign(y)\n'
+                 '    return tf.sign(z)\n')
+    assert 'y = op_with_gradient(tf.sign, "A")(op_with_gradient(tf.floor, "B")(x))' in r.text
+    assert 'z = op_with_gradient(tf.sign, "C")(y)' in r.text
+    assert "    return tf.sign(z)\n" in r.text  # outside any scope: unchanged
+    assert r.untouched == ()
+
+
+def test_graph_variable_kept_while_still_used():
+    r = _migrate('def f(x):\n'
+                 '    g = tf.get_default_graph()\n'
+                 '    with g.gradient_override_map({"Sign": "Identity"}):\n'
+                 '        y = tf.sign(x)\n'
+                 '    return y, g.get_operations()\n')
+    assert "g = tf.get_default_graph()" in r.text
+
+
+def test_registration_kept_for_other_files_and_names_resolved_at_run_time():
+    body = ('@tf.RegisterGradient("SignSTE")\n'
+            'def ste(op, grad):\n'
+            '    return grad\n'
+            'def f(x):\n'
+            '    with tf.get_default_graph().gradient_override_map({"Sign": "SignSTE"}):\n'
+            '        return tf.sign(x)\n')
+    dropped = _migrate(body)
+    assert '@tf.RegisterGradient("SignSTE")' not in dropped.text
+    assert "op_with_gradient(tf.sign, ste)(x)" in dropped.text
+    kept = _migrate(body, keep_registrations={"SignSTE"})
+    assert '@tf.RegisterGradient("SignSTE")' in kept.text
+    # A file that only uses the name (registered elsewhere) keeps the name.
+    user = _migrate('def f(x):\n'
+                    '    with tf.get_default_graph().gradient_override_map({"Sign": "SignSTE"}):\n'
+                    '        return tf.sign(x)\n')
+    assert 'op_with_gradient(tf.sign, "SignSTE")(x)' in user.text
+
+
+def test_name_conflict_and_existing_import():
+    r = _migrate('op_with_gradient = None\n'
+                 'with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):\n'
+                 '    y = tf.sign(x)\n')
+    assert "import op_with_gradient as _go_op_with_gradient" in r.text
+    assert '_go_op_with_gradient(tf.sign, "Identity")(x)' in r.text
+    r = _migrate('from graph_override.tf2 import op_with_gradient\n'
+                 'with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):\n'
+                 '    y = tf.sign(x)\n')
+    assert r.text.count("import op_with_gradient") == 1
+
+
+def test_import_goes_after_docstring_and_future_imports():
+    r = migrate_source('"""Doc."""\nfrom __future__ import division\n' + HEADER +
+                       'with tf.get_default_graph().gradient_override_map({"Sign": '
+                       '"Identity"}):\n    y = tf.sign(x)\n')
+    assert r.text.startswith('"""Doc."""\nfrom __future__ import division\n' + HEADER +
+                             "from graph_override.tf2 import op_with_gradient\n")
+
+
+UNSAFE = [
+    ("with g.gradient_override_map(m):\n    y = tf.sign(x)\n", "built at run time"),
+    ('with g.gradient_override_map({"Sign": "A", **more}):\n    y = tf.sign(x)\n',
+     "unpacks '**more'"),
+    ('with g.gradient_override_map({KEY: "A"}):\n    y = tf.sign(x)\n',
+     "not a string literal"),
+    ('with g.gradient_override_map({"Sign": cfg.name}):\n    y = tf.sign(x)\n',
+     "computed at run time"),
+    ('with g.gradient_override_map({"Sign": "A"}) as s:\n    y = tf.sign(x)\n',
+     "bound with 'as"),
+    ('with g.gradient_override_map({"Sign": "A"}):\n    y = helper(x)\n',
+     "helper(...) is called inside"),
+    ('with g.gradient_override_map({"Sign": "A"}):\n    y = tf.nn.conv2d(x, w, 1, "SAME")\n',
+     "not in this tool's table"),
+    ('with g.gradient_override_map({"MatMul": "A"}):\n    y = tf.matmul(x, w)\n',
+     "depending on its arguments"),
+    ('with g.gradient_override_map({"Mul": "A"}):\n    y = x * w\n',
+     "the operator 'x * w' may create Mul"),
+    ('with g.gradient_override_map({"Sign": "A"}):\n    f = lambda: tf.sign(x)\n',
+     "defined inside the override scope"),
+    ('with make_graph().gradient_override_map({"Sign": "A"}):\n    y = tf.sign(x)\n',
+     "computed by a call"),
+    ('ctx = g.gradient_override_map({"Sign": "A"})\n', "outside a 'with' statement"),
+]
+
+
+@pytest.mark.parametrize("body,reason", UNSAFE, ids=[u[1] for u in UNSAFE])
+def test_unsafe_sites_are_left_untouched_and_listed(body, reason):
+    r = _migrate("g = tf.get_default_graph()\n" + body)
+    assert r.text == r.original
+    assert len(r.untouched) >= 1
+    assert reason in r.untouched[0].message
+    assert r.untouched[0].line >= 3 and r.untouched[0].filename == "m.py"
+
+
+def test_an_unsafe_inner_scope_keeps_the_outer_one():
+    r = _migrate('with g.gradient_override_map({"Sign": "A"}):\n'
+                 '    y = tf.sign(x)\n'
+                 '    with g.gradient_override_map(m):\n'
+                 '        z = tf.sign(y)\n')
+    assert r.text == r.original
+    assert [s.line for s in r.untouched] == [4]
+
+
+def test_parse_error_is_a_source_error():
+    with pytest.raises(SourceError, match=r"broken\.py:2:.*cannot parse"):
+        migrate_source("x = 1\ndef f(:\n", "broken.py")
+    with pytest.raises(TypeError):
+        migrate_source(b"x = 1\n", "bytes.py")
+
+
+def test_crlf_and_declared_encoding_round_trip(tmp_path):
+    path = tmp_path / "latin.py"
+    text = ('# -*- coding: latin-1 -*-\r\n' + HEADER.replace("\n", "\r\n") +
+            '# caf\xe9\r\nwith tf.get_default_graph().gradient_override_map('
+            '{"Sign": "Identity"}):\r\n    y = tf.sign(x)\r\n')
+    path.write_bytes(text.encode("latin-1"))
+    (res,) = migrate.migrate_paths([str(path)], write=True)
+    assert res.written and res.error is None
+    data = path.read_bytes()
+    assert b"# caf\xe9\r\n" in data and b"\n" not in data.replace(b"\r\n", b"")
+    assert b'y = op_with_gradient(tf.sign, "Identity")(x)\r\n' in data
+
+
+# ---------------------------------------------------------------------------
+# Files, trees and the command line.
+
+LEGACY = HEADER + (
+    '\n\n@tf.RegisterGradient("TreeSTE")\n'
+    'def _ste(op, grad):\n'
+    '    return grad\n\n\n'
+    'def binarize(x):\n'
+    '    with tf.get_default_graph().gradient_override_map({"Sign": "TreeSTE"}):\n'
+    '        return tf.sign(x)\n')
+LEFT = HEADER + ('\n\ndef dynamic(x, m):\n'
+                 '    with tf.get_default_graph().gradient_override_map(m):\n'
+                 '        return tf.sign(x)\n')
+
+
+def _tree(root):
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / ".hidden").mkdir()
+    (root / "pkg" / "model.py").write_text(LEGACY)
+    (root / "pkg" / "sub" / "other.py").write_text(LEGACY.replace("TreeSTE", "OtherSTE"))
+    (root / "pkg" / "notes.txt").write_text("with g.gradient_override_map(x): pass\n")
+    (root / ".hidden" / "skip.py").write_text(LEGACY)
+    (root / "pkg" / "clean.py").write_text("x = 1\n")
+    return root
+
+
+def _snapshot(root):
+    return {p: open(p, "rb").read() for p in glob.glob(str(root / "**"), recursive=True)
+            if os.path.isfile(p)}
+
+
+def test_cli_diff_by_default_writes_nothing(tmp_path, capsys):
+    root = _tree(tmp_path)
+    before = _snapshot(root)
+    assert cli.main(["migrate", str(root)]) == 0
+    out, err = capsys.readouterr()
+    assert _snapshot(root) == before
+    assert out.count("+++ b/") == 2  # model.py and sub/other.py, not .hidden
+    assert '+    return op_with_gradient(tf.sign, _ste)(x)' in out
+    assert "model.py:11: tf.sign(...) -> op_with_gradient(tf.sign, _ste)(...)" in err
+    assert "3 file(s) read, 2 would be migrated, 0 site(s) left" in err
+
+
+def test_cli_write_is_atomic_and_keeps_permissions(tmp_path, capsys):
+    root = _tree(tmp_path)
+    model = root / "pkg" / "model.py"
+    os.chmod(model, 0o640)
+    assert cli.main(["migrate", str(root), "--write"]) == 0
+    capsys.readouterr()
+    text = model.read_text()
+    assert "op_with_gradient(tf.sign, _ste)(x)" in text
+    cst.parse_module(text)
+    assert stat.S_IMODE(os.stat(model).st_mode) == 0o640
+    assert not glob.glob(str(root / "pkg" / ".*.tmp"))
+    assert (root / ".hidden" / "skip.py").read_text() == LEGACY
+    assert (root / "pkg" / "clean.py").read_text() == "x = 1\n"
+    # Idempotent: a second run finds nothing to change.
+    assert cli.main(["migrate", str(root)]) == 0
+    out, _ = capsys.readouterr()
+    assert out == ""
+
+
+def test_cli_exit_1_when_sites_are_left(tmp_path, capsys):
+    path = tmp_path / "left.py"
+    path.write_text(LEFT)
+    assert cli.main(["migrate", str(path), "--write"]) == 1
+    _, err = capsys.readouterr()
+    assert "left:    %s:5: the override map 'm' is built at run time" % path in err
+    assert path.read_text() == LEFT
+
+
+def test_cli_unparsable_file_is_never_written(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text(LEGACY + "def broken(:\n")
+    good = tmp_path / "good.py"
+    good.write_text(LEGACY)
+    assert cli.main(["migrate", str(tmp_path), "--write"]) == 2
+    _, err = capsys.readouterr()
+    assert "bad.py:12:" in err and "cannot parse" in err and "nothing was" in err
+    assert bad.read_text() == LEGACY + "def broken(:\n"
+    assert "op_with_gradient" in good.read_text()  # the others still migrate
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda d: d / "missing.py", "no such file or directory"),
+    (lambda d: (d / "notes.txt").write_text("x") and d / "notes.txt",
+     "not a Python file"),
+    (lambda d: (d / "bin.py").write_bytes(b"\xff\xfe\x00bad") and d / "bin.py",
+     "cannot decode"),
+    (lambda d: os.symlink(d / "gone.py", d / "link.py") or d / "link.py",
+     "no such file or directory"),
+])
+def test_cli_bad_input_exit_2(tmp_path, capsys, make, match):
+    path = make(tmp_path)
+    assert cli.main(["migrate", str(path)]) == 2
+    _, err = capsys.readouterr()
+    assert match in err and str(path) in err
+
+
+def test_write_refuses_a_file_changed_meanwhile(tmp_path):
+    path = tmp_path / "f.py"
+    path.write_text("new = 1\n")
+    with pytest.raises(SourceError, match="changed while it was being migrated"):
+        migrate.write_atomically(str(path), b"x = 2\n", expected=b"old = 1\n")
+    assert path.read_text() == "new = 1\n"
+    assert os.listdir(tmp_path) == ["f.py"]
+
+
+def test_canonical_names():
+    assert _migrate_tables.canonical("tensorflow.compat.v1.math.sign") == "math.sign"
+    assert _migrate_tables.canonical("tensorflow.python.framework.ops.RegisterGradient") \
+        == "RegisterGradient"
+    assert _migrate_tables.canonical("numpy.sign") is None
+    assert _migrate_tables.op_types_of("math.sign") == {"Sign"}
