@@ -72,8 +72,11 @@ def _fast_index(data):
     """(names, ops, inputs) of the serialized GraphDef `data`, or None when
     the nodes do not each hold exactly one name and one op (then the slow
     path finds and names the culprit)."""
-    node_bytes = _Nodes.FromString(data).node
-    fields = _Fields.FromString(b"".join(node_bytes))
+    try:
+        node_bytes = _Nodes.FromString(data).node
+        fields = _Fields.FromString(b"".join(node_bytes))
+    except Exception:  # pylint: disable=broad-except
+        return None
     n = len(node_bytes)
     if len(fields.name) != n or len(fields.op) != n:
         return None
@@ -193,7 +196,7 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
                             "(binary .pb or text .pbtxt)" % source)
     if text is None:
         text = str(source).lower().endswith(_TEXT_SUFFIXES)
-    graph_def, errors = None, []
+    graph_def, errors, binary = None, [], None
     for as_text in ((True,) if text else (False, True)):
         try:
             if as_text:
@@ -205,6 +208,7 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
                     graph_def = None
                     errors.append("binary: fields that a GraphDef does not have")
                     continue
+                binary = data
             break
         except Exception as e:  # pylint: disable=broad-except
             # Any parser failure (DecodeError, ParseError, UnicodeDecodeError,
@@ -227,7 +231,7 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
         raise GraphDefError(
             "%s: parsed, but holds no nodes; expected a frozen GraphDef. Is it "
             "truncated, or a different kind of protobuf file?" % source)
-    validate(graph_def, source, data=None if text else data)
+    validate(graph_def, source, data=binary)
     return graph_def
 
 
