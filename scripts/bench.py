@@ -1,0 +1,572 @@
+"""Benchmarks graph_override against the other ways of changing a gradient.
+
+Sections (each a table in the report):
+  1. training step of a binarized MLP with ste_sign from each family, against
+     the same network with tanh (a plain differentiable activation);
+  2. graph construction of N straight-through sites: time, ops and entries
+     added to TensorFlow's gradient registry;
+  3. frozen-graph patching against protobuf's own parse + serialize
+     (scripts/bench_frozen.py, when present);
+  4. source migration throughput (scripts/bench_migrate.py, when present).
+
+Timing: time.perf_counter around whole runs, several repetitions, medians;
+within a repetition the alternatives run one after another in a rotating
+order, so machine noise hits all of them alike.
+
+Usage:
+  python scripts/bench.py                          # full run: docs/benchmarks.md + .png
+  python scripts/bench.py --quick --out /tmp/b.md  # small and fast (about a minute)
+"""
+
+import argparse
+import datetime
+import importlib.util
+import io
+import itertools
+import os
+import pathlib
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402  pylint: disable=wrong-import-position
+import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
+
+import graph_override as go  # noqa: E402  pylint: disable=wrong-import-position
+from graph_override import overrides, stopgrad, tf2  # noqa: E402  pylint: disable=wrong-import-position
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+
+FULL = dict(
+    mlps=[("784-2048-2048-10, batch 256", (784, 2048, 2048, 10), 256),
+          ("784-256-256-10, batch 32", (784, 256, 256, 10), 32)],
+    train_repeats=7, train_steps=5,
+    sites=[1000, 10000], build_repeats=3, build_grad_sites=1000,
+    frozen_nodes=[10_000, 100_000, 1_000_000], frozen_repeats=3,
+    migrate=[(200, 100), (1000, 100)],
+)
+QUICK = dict(
+    mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
+    train_repeats=3, train_steps=2,
+    sites=[50, 100], build_repeats=1, build_grad_sites=50,
+    frozen_nodes=[1_000, 10_000], frozen_repeats=1,
+    migrate=[(5, 40)],
+)
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+# --- 1. training step -------------------------------------------------------------
+
+def _init_weights(sizes, seed=0):
+    """Glorot-uniform weights, the same numbers for every variant."""
+    rng = np.random.RandomState(seed)
+    out = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        limit = np.sqrt(6.0 / (a + b))
+        out.append(rng.uniform(-limit, limit, (a, b)).astype(np.float32))
+    return out
+
+
+def _data(sizes, batch, seed=1):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(batch, sizes[0]).astype(np.float32)
+    y = rng.randint(0, sizes[-1], batch).astype(np.int32)
+    return x, y
+
+
+def _logits(x, weights, act):
+    h = x
+    for i, w in enumerate(weights):
+        h = tf.matmul(h, w)
+        if i < len(weights) - 1:
+            h = act(h)
+    return h
+
+
+def _loss(logits, labels):
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=labels, logits=logits))
+
+
+LEARNING_RATE = 0.01
+
+# (label, activation, how it runs)
+TRAIN_VARIANTS = [
+    ("tanh (baseline), Session", tf.tanh, "session"),
+    ("overrides.ste_sign, Session", overrides.ste_sign, "session"),
+    ("stopgrad.ste_sign, Session", stopgrad.ste_sign, "session"),
+    ("tf2.ste_sign (tf.custom_gradient), Session", tf2.ste_sign, "session"),
+    ("tf2.ste_sign, eager", tf2.ste_sign, "eager"),
+    ("tf2.ste_sign, tf.function", tf2.ste_sign, "function"),
+    ("tanh, eager", tf.tanh, "eager"),
+    ("tanh, tf.function", tf.tanh, "function"),
+]
+
+
+class _SessionStep:
+    def __init__(self, act, sizes, batch):
+        x_np, y_np = _data(sizes, batch)
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            weights = [tf.compat.v1.Variable(w, name="w%d" % i)
+                       for i, w in enumerate(_init_weights(sizes))]
+            x, y = tf.constant(x_np), tf.constant(y_np)
+            before = len(self.graph.get_operations())
+            self.loss = _loss(_logits(x, weights, act), y)
+            self.forward_ops = len(self.graph.get_operations()) - before
+            opt = tf.compat.v1.train.GradientDescentOptimizer(LEARNING_RATE)
+            self.train = opt.minimize(self.loss, var_list=weights)
+            self.ops = len(self.graph.get_operations())
+            init = tf.compat.v1.global_variables_initializer()
+        self.graph.finalize()
+        self.sess = tf.compat.v1.Session(graph=self.graph)
+        self.sess.run(init)
+        self.first_loss = float(self.sess.run(self.loss))
+
+    def __call__(self):
+        self.sess.run(self.train)
+
+    def close(self):
+        self.sess.close()
+
+
+class _EagerStep:
+    def __init__(self, act, sizes, batch, compiled):
+        x_np, y_np = _data(sizes, batch)
+        self.x, self.y = tf.constant(x_np), tf.constant(y_np)
+        self.weights = [tf.Variable(w) for w in _init_weights(sizes)]
+        self.act = act
+        self.first_loss = float(_loss(_logits(self.x, self.weights, act), self.y))
+        self.step = tf.function(self._step) if compiled else self._step
+        self.forward_ops = self.ops = None
+        if compiled:
+            graph = self.step.get_concrete_function().graph
+            self.ops = len(graph.get_operations())
+
+    def _step(self):
+        with tf.GradientTape() as tape:
+            loss = _loss(_logits(self.x, self.weights, self.act), self.y)
+        grads = tape.gradient(loss, self.weights)
+        for w, g in zip(self.weights, grads):
+            w.assign_sub(LEARNING_RATE * g)
+        return loss
+
+    def __call__(self):
+        loss = self.step()
+        loss.numpy()  # wait for the step to finish
+
+    def close(self):
+        pass
+
+
+def bench_training(cfg, log):
+    """Median seconds per training step of every variant, per MLP."""
+    results = []
+    for title, sizes, batch in cfg["mlps"]:
+        log("training step: MLP %s" % title)
+        steps = {}
+        for label, act, how in TRAIN_VARIANTS:
+            steps[label] = (_SessionStep(act, sizes, batch) if how == "session"
+                            else _EagerStep(act, sizes, batch, how == "function"))
+            for _ in range(2):  # warm up: first runs allocate and optimize
+                steps[label]()
+        times = {label: [] for label in steps}
+        labels = list(steps)
+        for rep in range(cfg["train_repeats"]):
+            order = labels[rep % len(labels):] + labels[:rep % len(labels)]
+            for label in order:
+                step = steps[label]
+                seconds, _ = _timed(lambda s=step: [s() for _ in range(cfg["train_steps"])])
+                times[label].append(seconds / cfg["train_steps"])
+        base = median(times[labels[0]])
+        rows = []
+        for label in labels:
+            s = steps[label]
+            rows.append(dict(variant=label, ms=1e3 * median(times[label]),
+                             spread=1e3 * (max(times[label]) - min(times[label])),
+                             ratio=median(times[label]) / base,
+                             ops=s.ops, forward_ops=s.forward_ops,
+                             first_loss=s.first_loss))
+            s.close()
+        ste = [r["first_loss"] for r in rows if "ste_sign" in r["variant"]]
+        results.append(dict(title=title, rows=rows,
+                            same_loss=max(ste) - min(ste) <= 1e-5 * abs(ste[0])))
+    return results
+
+
+# --- 2. graph construction ---------------------------------------------------------
+
+_dann_calls = itertools.count()
+
+
+def dann_counter_ste_sign(x, clip_value=1.0):
+    """ste_sign the way public DANN code builds its gradient reversal layer:
+    a fresh tf.RegisterGradient name per call (``"FlipGradient%d" %
+    num_calls``), so no call collides with an earlier one. Same forward ops
+    as overrides.ste_sign."""
+    grad_name = "bench.SignSTE%d" % next(_dann_calls)
+
+    @tf.RegisterGradient(grad_name)
+    def _sign_ste(op, grad):
+        x = op.inputs[0]
+        return [grad * tf.cast(tf.abs(x) <= clip_value, grad.dtype)]
+
+    g = tf.compat.v1.get_default_graph()
+    with g.gradient_override_map({"Sign": grad_name}):
+        s = tf.sign(x)
+    with g.gradient_override_map({"Sign": "Identity"}):
+        return tf.sign(s + 0.1)
+
+
+BUILD_VARIANTS = [
+    ("tf.sign alone (no gradient change; the floor)", tf.sign),
+    ("overrides.ste_sign (this toolkit)", overrides.ste_sign),
+    ("stopgrad.ste_sign (this toolkit, no registry)", stopgrad.ste_sign),
+    ("tf2.ste_sign: tf.custom_gradient in graph mode", tf2.ste_sign),
+    ("DANN counter idiom: a RegisterGradient name per call", dann_counter_ste_sign),
+]
+
+
+def _build_once(fn, sites, with_gradients):
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [16], name="x")
+        entries = go.registry_size()
+        ops = len(graph.get_operations())
+        build, ys = _timed(lambda: [fn(x) for _ in range(sites)])
+        entries = go.registry_size() - entries
+        ops = len(graph.get_operations()) - ops
+        grad = None
+        if with_gradients:
+            grad, _ = _timed(lambda: tf.gradients(tf.add_n(ys), x))
+    return build, grad, entries, ops
+
+
+def bench_construction(cfg, log):
+    results = []
+    for sites in cfg["sites"]:
+        log("graph construction: %d sites" % sites)
+        with_grad = sites <= cfg["build_grad_sites"]
+        rec = {label: dict(build=[], grad=[], entries=[], ops=None)
+               for label, _ in BUILD_VARIANTS}
+        for _, fn in BUILD_VARIANTS:  # warm up: first calls import and cache
+            _build_once(fn, 10, with_grad)
+        for rep in range(cfg["build_repeats"]):
+            k = rep % len(BUILD_VARIANTS)
+            for label, fn in BUILD_VARIANTS[k:] + BUILD_VARIANTS[:k]:
+                build, grad, entries, ops = _build_once(fn, sites, with_grad)
+                r = rec[label]
+                r["build"].append(build)
+                r["entries"].append(entries)
+                r["ops"] = ops
+                if grad is not None:
+                    r["grad"].append(grad)
+        floor = median(rec[BUILD_VARIANTS[0][0]]["build"])
+        rows = []
+        for label, _ in BUILD_VARIANTS:
+            r = rec[label]
+            rows.append(dict(
+                variant=label, seconds=median(r["build"]),
+                us_per_site=1e6 * median(r["build"]) / sites,
+                ratio=median(r["build"]) / floor,
+                grad_seconds=median(r["grad"]) if r["grad"] else None,
+                ops_per_site=r["ops"] / sites,
+                entries_first=r["entries"][0], entries_total=sum(r["entries"])))
+        results.append(dict(sites=sites, repeats=cfg["build_repeats"], rows=rows))
+    return results
+
+
+# --- 3. and 4.: the other developers' benchmark modules ---------------------------
+
+def _load_script(name):
+    path = SCRIPTS / (name + ".py")
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_frozen(cfg, log):
+    module = _load_script("bench_frozen")
+    if module is None:
+        return None
+    out = []
+    for nodes in cfg["frozen_nodes"]:
+        log("frozen-graph patching: %d nodes" % nodes)
+        out.append(module.run(nodes, cfg["frozen_repeats"]))
+    return out
+
+
+def bench_migrate(cfg, log):
+    module = _load_script("bench_migrate")
+    if module is None:
+        return None
+    out = []
+    for files, lines in cfg["migrate"]:
+        log("source migration: %d files x %d lines" % (files, lines))
+        out.append(module.run(files, lines))
+    return out
+
+
+# --- the report --------------------------------------------------------------------
+
+def machine():
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import google.protobuf  # pylint: disable=import-outside-toplevel
+    return dict(nproc=os.cpu_count(), cpu=model, load=os.getloadavg(), python=platform.python_version(),
+                tensorflow=tf.__version__, numpy=np.__version__,
+                protobuf=google.protobuf.__version__, graph_override=go.__version__,
+                platform=platform.platform(),
+                date=datetime.datetime.now(datetime.timezone.utc).strftime(
+                    "%Y-%m-%d %H:%M UTC"))
+
+
+def _fmt(value, spec="%.2f"):
+    return "—" if value is None else spec % value
+
+
+def _table(header, rows):
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _generic_table(results):
+    """A table of the dicts another benchmark module returned: one row each,
+    columns the union of their keys (nested values shown as text)."""
+    keys = []
+    for r in results:
+        for k in r:
+            if k not in keys:
+                keys.append(k)
+
+    def cell(v):
+        if isinstance(v, float):
+            return "%.4g" % v
+        return str(v).replace("|", "/")
+    return _table(keys, [[cell(r.get(k, "")) for k in keys] for r in results])
+
+
+def render(report, quick, plot_name):
+    m = report["machine"]
+    out = io.StringIO()
+    w = lambda s="": out.write(s + "\n")  # noqa: E731
+    w("# Benchmarks")
+    w()
+    w("Measured by `python scripts/bench.py%s` on %s." % (" --quick" if quick else "", m["date"]))
+    if quick:
+        w("**A --quick run: small sizes, few repetitions; the numbers only show "
+          "that the benchmark runs.**")
+    w()
+    w("Machine: %d cores (`nproc`), CPU `%s`, %s. Python %s, TensorFlow %s, numpy %s, "
+      "protobuf %s, graph_override %s." % (
+          m["nproc"], m["cpu"], m["platform"], m["python"], m["tensorflow"],
+          m["numpy"], m["protobuf"], m["graph_override"]))
+    w()
+    w("Load average (1, 5, 15 min) when the run started: %.2f, %.2f, %.2f; "
+      "at its end: %.2f, %.2f, %.2f (other processes share the cores)." % (
+          tuple(m["load"]) + tuple(report.get("load_end", (0, 0, 0)))))
+    w()
+    w("Times are medians over repetitions; within each repetition the "
+      "alternatives run one after another in a rotating order, so noise from "
+      "other processes hits them alike.")
+    w()
+    w("![benchmarks](%s)" % plot_name)
+    w()
+    w("## 1. Training step of a binarized MLP")
+    w()
+    w("Hidden activations are binarized with `ste_sign` (two sites); the "
+      "baseline uses `tanh` in the same places. Plain SGD, softmax cross "
+      "entropy, random data held in constants (no feeding). `ops`: operations "
+      "in the whole training graph (forward, gradient, update); `fwd ops`: "
+      "operations of the forward pass and loss.")
+    for t in report["training"]:
+        w()
+        w("### MLP %s (%d repetitions x %d steps)" % (
+            t["title"], report["config"]["train_repeats"], report["config"]["train_steps"]))
+        w()
+        w(_table(["variant", "ms / step (median)", "spread (max-min)",
+                  "ratio to tanh Session", "ops", "fwd ops"],
+                 [[r["variant"], "%.2f" % r["ms"], "%.2f" % r["spread"],
+                   "**%.2f**" % r["ratio"], _fmt(r["ops"], "%d"),
+                   _fmt(r["forward_ops"], "%d")] for r in t["rows"]]))
+        w()
+        w("Initial loss identical across the ste_sign variants (same forward "
+          "values in every family): %s." % ("yes" if t["same_loss"] else "**no**"))
+    w()
+    w("## 2. Graph construction of N straight-through sites")
+    w()
+    w("Each site is `ste_sign(x)` on a 16-element placeholder, built in a fresh "
+      "graph. `registry +`: names added to TensorFlow's gradient registry "
+      "(`graph_override.registry_size()`) by the first build, and in total "
+      "over all repetitions in this one process: entries are never removed.")
+    for c in report["construction"]:
+        w()
+        w("### %d sites (%d repetition%s)" % (c["sites"], c["repeats"],
+                                              "" if c["repeats"] == 1 else "s"))
+        w()
+        w(_table(["variant", "build s", "µs / site", "ratio to tf.sign",
+                  "tf.gradients s", "ops / site", "registry + (first build)",
+                  "registry + (all builds)"],
+                 [[r["variant"], "%.3f" % r["seconds"], "%.0f" % r["us_per_site"],
+                   "%.2f" % r["ratio"], _fmt(r["grad_seconds"], "%.3f"),
+                   "%.0f" % r["ops_per_site"], r["entries_first"],
+                   r["entries_total"]] for r in c["rows"]]))
+    w()
+    w("## 3. Frozen-graph patching")
+    w()
+    if report["frozen"] is None:
+        w("Not measured: scripts/bench_frozen.py is not in this tree yet.")
+    else:
+        w(_generic_table(report["frozen"]))
+    w()
+    w("## 4. Source migration throughput")
+    w()
+    if report["migrate"] is None:
+        w("Not measured: scripts/bench_migrate.py is not in this tree yet.")
+    else:
+        w(_generic_table(report["migrate"]))
+    w()
+    analysis = report.get("analysis") or ANALYSIS_MARKER + "\n"
+    out.write(analysis if analysis.endswith("\n") else analysis + "\n")
+    return out.getvalue()
+
+
+def plot(report, path):
+    import matplotlib  # pylint: disable=import-outside-toplevel
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+    panels = 2 + (report["frozen"] is not None) + (report["migrate"] is not None)
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2))
+    ax = axes[0]
+    training = report["training"]
+    labels = [r["variant"] for r in training[0]["rows"]]
+    width = 0.8 / len(training)
+    for i, t in enumerate(training):
+        ys = np.arange(len(labels)) + i * width
+        ax.barh(ys, [r["ratio"] for r in t["rows"]], height=width, label=t["title"])
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_yticks(np.arange(len(labels)) + width * (len(training) - 1) / 2)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time per training step / tanh in a Session")
+    ax.set_title("1. training step (lower is better)")
+    ax.legend(fontsize=8, loc="lower right")
+
+    ax = axes[1]
+    cons = report["construction"]
+    blabels = [r["variant"].split(" (")[0].split(":")[0] for r in cons[0]["rows"]]
+    width = 0.8 / len(cons)
+    for i, c in enumerate(cons):
+        ys = np.arange(len(blabels)) + i * width
+        ax.barh(ys, [r["us_per_site"] for r in c["rows"]], height=width,
+                label="%d sites" % c["sites"])
+        for y, r in zip(ys, c["rows"]):
+            ax.text(r["us_per_site"], y, "  +%d reg." % r["entries_first"],
+                    va="center", fontsize=7)
+    ax.set_yticks(np.arange(len(blabels)) + width * (len(cons) - 1) / 2)
+    ax.set_yticklabels(blabels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("µs per site to build (registry entries added per build)")
+    ax.set_title("2. graph construction (lower is better)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.margins(x=0.25)
+    del panels
+    fig.tight_layout()
+    _atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100), binary=True)
+    plt.close(fig)
+
+
+def _atomic_write(path, write, binary=False):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name, suffix=".tmp",
+                               dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "wb" if binary else "w") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by scripts/bench.py -->"
+
+
+def kept_analysis(path):
+    """The hand-written analysis at the end of an earlier report at `path`
+    (from ANALYSIS_MARKER on), so a re-run refreshes the tables only."""
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError:
+        return ""
+    at = text.find(ANALYSIS_MARKER)
+    return text[at:] if at >= 0 else ""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and few repetitions (about a minute)")
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"),
+                        help="report to write (default docs/benchmarks.md); the "
+                             "plot goes beside it with the suffix .png")
+    parser.add_argument("--only", action="append",
+                        choices=["training", "construction", "frozen", "migrate"],
+                        help="run only these sections (repeatable)")
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    only = set(args.only or ["training", "construction", "frozen", "migrate"])
+    out = pathlib.Path(args.out)
+    png = out.with_suffix(".png")
+
+    def log(message):
+        print("[bench %s] %s" % (time.strftime("%H:%M:%S"), message), flush=True)
+
+    report = dict(machine=machine(), config=cfg)
+    report["training"] = bench_training(cfg, log) if "training" in only else []
+    report["construction"] = (bench_construction(cfg, log)
+                              if "construction" in only else [])
+    report["frozen"] = bench_frozen(cfg, log) if "frozen" in only else None
+    report["migrate"] = bench_migrate(cfg, log) if "migrate" in only else None
+    report["load_end"] = os.getloadavg()
+    report["analysis"] = kept_analysis(out)
+    text = render(report, args.quick, png.name)
+    _atomic_write(out, lambda f: f.write(text))
+    if report["training"] and report["construction"]:
+        plot(report, png)
+    print(text)
+    log("wrote %s and %s" % (out, png))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""scripts/bench.py: runs end to end with --quick and writes its tables and
+plot; what it times computes the right thing. No timed assertion here."""
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graph_override import testing, tf2
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "bench.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "report.md"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
+                          cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          timeout=900)
+    return proc, out
+
+
+@pytest.mark.slow
+def test_quick_run_writes_its_tables_and_plot(quick_run):
+    proc, out = quick_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = out.read_text()
+    assert "## 1. Training step of a binarized MLP" in text
+    assert "## 2. Graph construction of N straight-through sites" in text
+    assert "| tanh (baseline), Session |" in text
+    assert "| overrides.ste_sign (this toolkit) |" in text
+    # The baseline's ratio to itself, and a number in every ratio cell.
+    assert re.search(r"\| tanh \(baseline\), Session \| [0-9.]+ \| [0-9.]+ \| \*\*1\.00\*\* \|", text)
+    assert "Initial loss identical across the ste_sign variants (same forward values in every family): yes." in text
+    assert "Machine: %d cores" % os.cpu_count() in text
+    assert "TensorFlow %s" % tf.__version__ in text
+    png = out.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(os.listdir(out.parent)) == ["report.md", "report.png"]  # no temporaries
+
+
+@pytest.mark.slow
+def test_toolkit_adds_one_registry_entry_the_others_one_per_site(quick_run):
+    _, out = quick_run
+    text = out.read_text()
+    section = text.split("### 100 sites")[1].split("##")[0]
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")
+            for line in section.splitlines() if line.startswith("| ") and "variant" not in line}
+    def total(label):
+        return int(rows[label][-1].strip(" |"))
+    assert total("overrides.ste_sign (this toolkit)") <= 1
+    assert total("stopgrad.ste_sign (this toolkit, no registry)") == 0
+    assert total("tf2.ste_sign: tf.custom_gradient in graph mode") == 100
+    assert total("DANN counter idiom: a RegisterGradient name per call") == 100
+
+
+def test_dann_counter_idiom_is_the_same_estimator(bench):
+    """The benchmark compares like with like: the counter idiom computes
+    ste_sign's forward and gradient exactly."""
+    x = np.array([-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, np.nextafter(1.0, 2.0, dtype=np.float32), 3.0],
+                 np.float32)
+    got = testing.evaluate(bench.dann_counter_ste_sign, x, "graph")
+    want = testing.evaluate(tf2.ste_sign, x, "eager")
+    np.testing.assert_array_equal(got.outputs, [-1, -1, -1, 1, 1, 1, 1, 1, 1])
+    np.testing.assert_array_equal(got.outputs, want.outputs)
+    np.testing.assert_array_equal(got.gradients[0], [0, 1, 1, 1, 1, 1, 1, 0, 0])
+    np.testing.assert_array_equal(got.gradients[0], want.gradients[0])
+
+
+def test_every_session_variant_trains_the_same_network(bench):
+    """Same weights, same data: every ste_sign variant starts at the same loss,
+    and that loss differs from tanh's (the activation is really replaced)."""
+    sizes, batch = (20, 8, 8, 3), 4
+    losses = {}
+    for label, act, how in bench.TRAIN_VARIANTS:
+        step = (bench._SessionStep(act, sizes, batch) if how == "session"  # pylint: disable=protected-access
+                else bench._EagerStep(act, sizes, batch, how == "function"))  # pylint: disable=protected-access
+        losses[label] = step.first_loss
+        step()  # one training step runs
+        step.close()
+    ste = [v for k, v in losses.items() if "ste_sign" in k]
+    tanh = [v for k, v in losses.items() if k.startswith("tanh")]
+    np.testing.assert_allclose(ste, ste[0], rtol=1e-6)
+    np.testing.assert_allclose(tanh, tanh[0], rtol=1e-6)
+    assert abs(ste[0] - tanh[0]) > 1e-4
+
+
+def test_rerun_keeps_the_hand_written_analysis(bench, tmp_path):
+    out = tmp_path / "b.md"
+    out.write_text("# old tables\n\n%s\nWhy stopgrad costs more.\n" % bench.ANALYSIS_MARKER)
+    kept = bench.kept_analysis(out)
+    assert kept.startswith(bench.ANALYSIS_MARKER) and "Why stopgrad costs more." in kept
+    assert bench.kept_analysis(tmp_path / "missing.md") == ""
+
+
+def test_tables_of_other_benchmark_modules(bench):
+    table = bench._generic_table([{"nodes": 10, "seconds": 0.5},  # pylint: disable=protected-access
+                                  {"nodes": 100, "seconds": 2.25, "peak": "1|2"}])
+    assert table.splitlines()[0] == "| nodes | seconds | peak |"
+    assert table.splitlines()[3] == "| 100 | 2.25 | 1/2 |"
+
