@@ -1,0 +1,231 @@
+"""`graph-override inspect` and `graph-override patch`: exit codes, output,
+and files written (or not)."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graph_override import cli, frozen
+
+DEAD_NAME = "CustomGradient-987654321"
+
+
+def _sign_model():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf.constant(np.array([[1.0, -2.0], [0.5, 0.0], [-1.0, 3.0]], np.float32))
+        h = tf.sign(tf.matmul(x, w), name="hidden/sign")
+        tf.identity(tf.sign(h, name="out/sign"), name="y")
+    return g.as_graph_def()
+
+
+def _custom_model(dead=True):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None], name="x")
+
+        @tf.custom_gradient
+        def ste(t):
+            return tf.sign(t), lambda dy: dy
+
+        tf.identity(ste(x), name="y")
+    graph_def = tf.compat.v1.graph_util.extract_sub_graph(g.as_graph_def(), ["y"])
+    if dead:
+        for node in graph_def.node:
+            if frozen.GRADIENT_ATTR in node.attr:
+                node.attr[frozen.GRADIENT_ATTR].s = DEAD_NAME.encode()
+    return graph_def
+
+
+@pytest.fixture
+def models(tmp_path):
+    sign = tmp_path / "model.pb"
+    custom = tmp_path / "custom.pb"
+    frozen.save(_sign_model(), sign)
+    frozen.save(_custom_model(), custom)
+    return tmp_path, str(sign), str(custom)
+
+
+def _main(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_inspect_text_and_exit_status(models, capsys):
+    folder, sign, custom = models
+    code, out, _ = _main(capsys, "inspect", sign)
+    assert code == 1
+    assert "2 node(s) whose gradient is zero everywhere" in out
+    assert "--map Sign=ste_sign" in out
+    code, out, _ = _main(capsys, "inspect", custom)
+    assert code == 1
+    assert "node(s) whose gradient will fail" in out and DEAD_NAME in out
+    fixed = str(folder / "fixed.pb")
+    assert _main(capsys, "patch", sign, "-o", fixed, "--map", "Sign=ste_sign")[0] == 0
+    code, out, _ = _main(capsys, "inspect", fixed)
+    assert code == 0
+    assert "graph_override.ste_sign(clip_value=1.0)  2      yes" in out
+
+
+def test_inspect_json(models, capsys):
+    _, _, custom = models
+    code, out, _ = _main(capsys, "inspect", custom, "--json")
+    data = json.loads(out)
+    assert code == 1 and data["ok"] is False and data["file"] == custom
+    assert data["gradient_failures"][0]["gradient"] == DEAD_NAME
+    assert data["op_types"]["IdentityN"] == 1
+
+
+def test_inspect_unreadable_input_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(b"")
+    code, out, err = _main(capsys, "inspect", str(bad))
+    assert code == 2 and out == ""
+    assert str(bad) in err and "empty" in err
+
+
+def test_patch_writes_and_reports(models, capsys):
+    folder, sign, _ = models
+    out_path = folder / "fixed.pb"
+    code, out, _ = _main(capsys, "patch", sign, "-o", str(out_path), "--map", "Sign=ste_sign")
+    assert code == 0
+    assert "2 node(s) changed" in out and "hidden/sign" in out and "out/sign" in out
+    assert "wrote %s" % out_path in out
+    graph = frozen.load(out_path)
+    names = {n.name: n.attr[frozen.GRADIENT_ATTR].s.decode() for n in graph.node
+             if frozen.GRADIENT_ATTR in n.attr}
+    assert names == dict.fromkeys(["hidden/sign", "out/sign"],
+                                  "graph_override.ste_sign(clip_value=1.0)")
+
+
+def test_patch_select_and_json(models, capsys):
+    folder, sign, _ = models
+    out_path = folder / "fixed.pb"
+    code, out, _ = _main(capsys, "patch", sign, "-o", str(out_path), "--map",
+                         "Sign=approx_sign", "--select", "^hidden/", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["output"] == str(out_path)
+    assert [c["node"] for c in data["changes"]] == ["hidden/sign"]
+    assert data["changes"][0]["after"] == "graph_override.approx_sign()"
+
+
+def test_patch_dry_run_writes_nothing(models, capsys):
+    folder, sign, _ = models
+    before = sorted(os.listdir(folder))
+    code, out, _ = _main(capsys, "patch", sign, "--map", "Sign=ste_sign", "--dry-run")
+    assert code == 0 and "dry run: nothing written" in out
+    code, out, _ = _main(capsys, "patch", sign, "-o", str(folder / "x.pb"),
+                         "--map", "Sign=ste_sign", "--dry-run")
+    assert code == 0
+    assert sorted(os.listdir(folder)) == before
+
+
+def test_patch_portable_repairs_the_custom_gradient(models, capsys):
+    folder, _, custom = models
+    out_path = folder / "portable.pb"
+    code, out, _ = _main(capsys, "patch", custom, "-o", str(out_path), "--portable",
+                         "--map", "gradient:CustomGradient-*=ste_sign")
+    assert code == 0 and "made portable" in out and DEAD_NAME in out
+    assert frozen.inspect(frozen.load(out_path)).ok
+
+
+def test_patch_exit_1_when_a_rule_selects_nothing(models, capsys):
+    folder, sign, _ = models
+    code, _, err = _main(capsys, "patch", sign, "-o", str(folder / "o.pb"),
+                         "--map", "Round=ste_round")
+    assert code == 1 and "selected no node" in err and "--allow-no-match" in err
+    assert not (folder / "o.pb").exists()
+    code, _, _ = _main(capsys, "patch", sign, "-o", str(folder / "o.pb"),
+                       "--map", "Round=ste_round", "--allow-no-match")
+    assert code == 0 and (folder / "o.pb").exists()
+
+
+def test_patch_portable_refuses_clip_gradient(models, capsys):
+    folder, sign, _ = models
+    code, _, err = _main(capsys, "patch", sign, "-o", str(folder / "o.pb"), "--portable",
+                         "--map", "Identity=clip_gradient:clip_value_min=-1,clip_value_max=1")
+    assert code == 1 and "not linear in dy" in err
+    assert not (folder / "o.pb").exists()
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--map", "sign=ste_sign"], "Did you mean 'Sign'"),
+    (["--map", "Sign"], "expected SELECTOR=ACTION"),
+    (["--map", "Sign=ste_sign:clip=2"], "unknown parameter"),
+    (["--map", "*=flip_gradient"], "--select"),
+])
+def test_patch_bad_map_exits_2(models, capsys, argv, match):
+    folder, sign, _ = models
+    code, _, err = _main(capsys, "patch", sign, "-o", str(folder / "o.pb"), *argv)
+    assert code == 2 and match in err
+    assert not (folder / "o.pb").exists()
+
+
+def test_patch_output_rules(models, capsys):
+    folder, sign, custom = models
+    original = open(sign, "rb").read()
+    code, _, err = _main(capsys, "patch", sign, "-o", sign, "--map", "Sign=ste_sign")
+    assert code == 2 and "is the input file" in err and "--force" in err
+    assert open(sign, "rb").read() == original
+    code, _, err = _main(capsys, "patch", sign, "-o", custom, "--map", "Sign=ste_sign")
+    assert code == 2 and "exists already" in err
+    code, _, err = _main(capsys, "patch", sign, "-o", str(folder / "no" / "o.pb"),
+                         "--map", "Sign=ste_sign")
+    assert code == 2 and "does not exist" in err
+    code, _, err = _main(capsys, "patch", sign, "--map", "Sign=ste_sign")
+    assert code == 2 and "-o OUT is required" in err
+    code, _, _ = _main(capsys, "patch", sign, "-o", custom, "--map", "Sign=ste_sign",
+                       "--force")
+    assert code == 0
+    assert any(frozen.GRADIENT_ATTR in n.attr for n in frozen.load(custom).node)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\x01garbage" * 10, b"hello world\n"])
+def test_patch_unreadable_model_exits_2_and_writes_nothing(tmp_path, capsys, content):
+    bad = tmp_path / "bad.pb"
+    bad.write_bytes(content)
+    code, _, err = _main(capsys, "patch", str(bad), "-o", str(tmp_path / "o.pb"),
+                         "--map", "Sign=ste_sign")
+    assert code == 2 and str(bad) in err
+    assert sorted(os.listdir(tmp_path)) == ["bad.pb"]
+
+
+def test_missing_model_exits_2(tmp_path, capsys):
+    code, _, err = _main(capsys, "patch", str(tmp_path / "nope.pb"), "-o",
+                         str(tmp_path / "o.pb"), "--map", "Sign=ste_sign")
+    assert code == 2 and "nope.pb: no such file" in err
+
+
+@pytest.mark.parametrize("command, words", [
+    ("inspect", ["--json", "graph-override inspect model.pb", "Exit status"]),
+    ("patch", ["--map", "--select", "--portable", "--dry-run",
+               "graph-override patch model.pb -o fixed.pb --map Sign=ste_sign",
+               "gradient:CustomGradient-*", "Exit status"]),
+])
+def test_help_has_examples(capsys, command, words):
+    with pytest.raises(SystemExit) as info:
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    assert info.value.code == 0
+    for word in words:
+        assert word in out
+
+
+def test_console_script_in_a_fresh_process(tmp_path):
+    """A real tf.custom_gradient name is dead in any other process."""
+    path = tmp_path / "custom.pb"
+    frozen.save(_custom_model(dead=False), path)
+    exe = shutil.which("graph-override")
+    assert exe, "the graph-override console script is not installed (pip install -e .)"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([exe, "inspect", str(path), "--json"], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(proc.stdout)
+    [failure] = data["gradient_failures"]
+    assert failure["op"] == "IdentityN" and failure["gradient"].startswith("CustomGradient-")
