@@ -13,9 +13,7 @@ import libcst as cst
 from libcst import matchers as m
 from libcst.metadata import (
     GlobalScope,
-    ParentNodeProvider,
     PositionProvider,
-    QualifiedNameProvider,
     QualifiedNameSource,
     ScopeProvider,
 )
@@ -127,7 +125,9 @@ class _BodyScanner(cst.CSTVisitor):
 
 
 class _Analyzer(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (ParentNodeProvider, PositionProvider, QualifiedNameProvider, ScopeProvider)
+    # Qualified names are asked of the scope, only for the nodes that matter
+    # (QualifiedNameProvider would resolve every name of the module).
+    METADATA_DEPENDENCIES = (PositionProvider, ScopeProvider)
 
     def __init__(self, keep_names):
         super().__init__()
@@ -140,17 +140,20 @@ class _Analyzer(cst.CSTVisitor):
         self.stray = []               # gradient_override_map not in a with item
         self.graph_names_done = set() # graph Name nodes of converted scopes
         self.name_values_done = set() # gradient-name Name nodes now references
+        self.assign_lines = {}        # target Name of `name = value` -> its line
 
     # -- helpers ------------------------------------------------------------
     def line(self, node):
         return self.get_metadata(PositionProvider, node).start.line
 
     def qualified(self, node):
-        try:
-            names = self.get_metadata(QualifiedNameProvider, node)
-        except KeyError:
+        scope = self.scope(node)
+        if scope is None:
             return set()
-        return set(names or ())
+        try:
+            return set(scope.get_qualified_names_for(node))
+        except Exception:  # pylint: disable=broad-except
+            return set()  # a node libcst cannot name: treated as unknown
 
     def tf_names(self, node):
         out = set()
@@ -211,6 +214,12 @@ class _Analyzer(cst.CSTVisitor):
                 continue
             self.registrations.append(_Registration(
                 node, dec, key, arg, self.scope(node), self.line(dec)))
+
+    def visit_SimpleStatementLine(self, node):
+        if len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
+            targets = node.body[0].targets
+            if len(targets) == 1 and isinstance(targets[0].target, cst.Name):
+                self.assign_lines[targets[0].target] = node
 
     def visit_With(self, node):
         idx = self.override_items(node)
@@ -454,21 +463,7 @@ class _Analyzer(cst.CSTVisitor):
     # -- dead code after conversion ------------------------------------------
     def _assign_statement(self, assignment):
         """The ``name = value`` line behind an assignment, or None."""
-        node = getattr(assignment, "node", None)
-        if not isinstance(node, cst.Name):
-            return None
-        try:
-            target = self.get_metadata(ParentNodeProvider, node)
-            assign = self.get_metadata(ParentNodeProvider, target)
-            line = self.get_metadata(ParentNodeProvider, assign)
-        except KeyError:
-            return None
-        if (isinstance(target, cst.AssignTarget) and isinstance(assign, cst.Assign)
-                and len(assign.targets) == 1
-                and isinstance(line, cst.SimpleStatementLine)
-                and len(line.body) == 1):
-            return line
-        return None
+        return self.assign_lines.get(getattr(assignment, "node", None))
 
     def _assigned_string(self, assignment):
         stmt = self._assign_statement(assignment)
@@ -546,7 +541,9 @@ def _code(node):
 
 def analyze(module, keep_names=()):
     """Runs the analysis pass; returns (Plan, MetadataWrapper)."""
-    wrapper = cst.MetadataWrapper(module)
+    # The module is never mutated (libcst nodes are immutable), so the
+    # wrapper may skip its defensive deep copy.
+    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     analyzer = _Analyzer(keep_names)
     wrapper.visit(analyzer)
     return analyzer.plan, wrapper

@@ -1,0 +1,141 @@
+"""Throughput of the source migration (`graph_override.migrate`).
+
+Generates a tree of legacy TF1 files in a temporary folder (each with
+registrations, override scopes in the idioms of issue 5, and plain code as
+filler), migrates it with `migrate_paths` (diff mode: nothing is written),
+and reports lines per second. scripts/bench.py imports `run`.
+
+    python scripts/bench_migrate.py --files 20 --lines 400
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+_HEADER = '''"""Generated legacy module %(i)d."""
+import tensorflow.compat.v1 as tf
+from tensorflow.python.framework import ops
+
+
+@tf.RegisterGradient("Bench%(i)dSTE")
+def _ste_%(i)d(op, grad):
+    x = op.inputs[0]
+    return grad * tf.cast(tf.abs(x) <= 1.0, grad.dtype)
+'''
+
+_BLOCKS = [
+    '''
+
+def binarize_%(i)d_%(j)d(x):
+    g = tf.get_default_graph()
+    with g.gradient_override_map({"Sign": "Bench%(i)dSTE"}):
+        return tf.sign(x)
+''',
+    '''
+
+def quantize_%(i)d_%(j)d(x, k=2):
+    n = float(2 ** k - 1)
+    with tf.get_default_graph().gradient_override_map({"Round": "Identity"}):
+        return tf.round(x * n) / n
+''',
+    '''
+
+class Flip%(i)d_%(j)d(object):
+    def __init__(self):
+        self.num_calls = 0
+
+    def __call__(self, x, l=1.0):
+        grad_name = "Bench%(i)dFlip%(j)d_%%d" %% self.num_calls
+
+        @ops.RegisterGradient(grad_name)
+        def _flip(op, grad):
+            return [tf.negative(grad) * l]
+
+        g = tf.get_default_graph()
+        with g.gradient_override_map({"Identity": grad_name}):
+            y = tf.identity(x)
+        self.num_calls += 1
+        return y
+''',
+    '''
+
+def dynamic_%(i)d_%(j)d(x, mapping):
+    # left for the user: the map is built at run time
+    with tf.get_default_graph().gradient_override_map(mapping):
+        return tf.sign(x)
+''',
+    '''
+
+def dense_%(i)d_%(j)d(x, w, b):
+    """Plain code, nothing to migrate."""
+    h = tf.matmul(x, w) + b
+    h = tf.nn.relu(h)
+    return tf.reduce_mean(h, axis=-1)
+''',
+]
+
+
+def _file_text(i, lines_per_file):
+    parts = [_HEADER % {"i": i}]
+    count, j = parts[0].count("\n"), 0
+    while count < lines_per_file:
+        block = _BLOCKS[j % len(_BLOCKS)] % {"i": i, "j": j}
+        parts.append(block)
+        count += block.count("\n")
+        j += 1
+    return "".join(parts)
+
+
+def run(files=20, lines_per_file=400):
+    """Generates `files` legacy files of about `lines_per_file` lines each in
+    a temporary tree (two levels of folders), migrates them, and returns the
+    figures as a dict (seconds, lines_per_second, sites, ...)."""
+    from graph_override import migrate  # pylint: disable=import-outside-toplevel
+    root = tempfile.mkdtemp(prefix="bench_migrate_")
+    try:
+        total_lines = 0
+        for i in range(files):
+            folder = os.path.join(root, "pkg%d" % (i % 4), "sub%d" % (i % 2))
+            os.makedirs(folder, exist_ok=True)
+            text = _file_text(i, lines_per_file)
+            total_lines += text.count("\n")
+            with open(os.path.join(folder, "model_%d.py" % i), "w") as f:
+                f.write(text)
+        start = time.perf_counter()
+        results = migrate.migrate_paths([root], write=False)
+        seconds = time.perf_counter() - start
+        errors = [r.error for r in results if r.error]
+        if errors:
+            raise RuntimeError("bench_migrate: %s" % errors[0])
+        changed = sum(len(r.result.changed) for r in results)
+        left = sum(len(r.result.untouched) for r in results)
+        return {
+            "files": len(results),
+            "lines": total_lines,
+            "seconds": seconds,
+            "lines_per_second": total_lines / seconds if seconds > 0 else float("inf"),
+            "files_per_second": len(results) / seconds if seconds > 0 else float("inf"),
+            "sites_changed": changed,
+            "sites_left": left,
+        }
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=20)
+    parser.add_argument("--lines", type=int, default=400, help="lines per file")
+    args = parser.parse_args(argv)
+    r = run(args.files, args.lines)
+    print("migrated %(files)d files, %(lines)d lines in %(seconds).2f s: "
+          "%(lines_per_second).0f lines/s, %(files_per_second).1f files/s; "
+          "%(sites_changed)d sites changed, %(sites_left)d left" % r)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
