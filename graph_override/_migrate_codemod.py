@@ -266,6 +266,14 @@ class _Analyzer(cst.CSTVisitor):
     def _decide(self, with_node):
         work = _Work()
         self._analyze_with(with_node, {}, work)
+        if not work.reasons:
+            for line, key in work.keys:
+                if key not in work.converted_types:
+                    work.reasons.append((line, "map key %r matches no call in the "
+                                         "scope that this tool recognizes, so the "
+                                         "entry may re-route ops it cannot see (or "
+                                         "none: op types are CamelCase, e.g. "
+                                         "'Sign'); convert it by hand" % key))
         if work.reasons:
             for line, reason in work.reasons:
                 self.plan.untouched.append((line, reason))
@@ -307,6 +315,7 @@ class _Analyzer(cst.CSTVisitor):
             if entries is None:
                 return
             mapping.update(entries)
+            work.keys.extend((line, key) for key in entries)
         work.with_items[node] = set(idx)
         work.changed.append((line, "removed the gradient_override_map scope "
                              "(%s)" % ", ".join("%s: %s" % (k, _code(v)) for k, v in
@@ -438,6 +447,7 @@ class _Analyzer(cst.CSTVisitor):
             op_type = next(iter(types))
             grad = mapping[op_type]
             work.calls[call] = grad
+            work.converted_types.add(op_type)
             work.changed.append((line, "%s(...) -> %s(%s, %s)(...) [%s]" % (
                 _code(call.func), HELPER, _code(call.func), _code(grad), op_type)))
             return
@@ -533,6 +543,8 @@ class _Work:
         self.name_values = []
         self.uses = []
         self.direct = []
+        self.keys = []               # (line, op type) of every map entry
+        self.converted_types = set()  # op types of the calls converted
 
 
 def _code(node):

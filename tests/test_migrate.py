@@ -156,6 +156,10 @@ UNSAFE = [
     ('with make_graph().gradient_override_map({"Sign": "A"}):\n    y = tf.sign(x)\n',
      "computed by a call"),
     ('ctx = g.gradient_override_map({"Sign": "A"})\n', "outside a 'with' statement"),
+    ('with g.gradient_override_map({"sign": "A"}):\n    y = tf.sign(x)\n',
+     "map key 'sign' matches no call"),
+    ('with g.gradient_override_map({"Sign": "A", "Round": "B"}):\n    y = tf.sign(x)\n',
+     "map key 'Round' matches no call"),
 ]
 
 
@@ -311,3 +315,52 @@ def test_canonical_names():
         == "RegisterGradient"
     assert _migrate_tables.canonical("numpy.sign") is None
     assert _migrate_tables.op_types_of("math.sign") == {"Sign"}
+
+
+# ---------------------------------------------------------------------------
+# Any mix of convertible and unsafe scopes: the result parses, a second run
+# changes nothing, and every unsafe scope survives byte for byte.
+
+SAFE = [
+    'with g.gradient_override_map({"Sign": "Identity"}):\n    y = tf.sign(x)\n',
+    'with tf.get_default_graph().gradient_override_map({"Round": "Identity"}):\n'
+    '    y = tf.round(x * 3.0) / 3.0\n',
+    'with g.gradient_override_map({"Identity": "Flip"}):  # note\n'
+    '    y = tf.identity(x)\n    z = tf.abs(y)\n',
+]
+
+
+def _block(index, indent):
+    body = (SAFE + [u[0] for u in UNSAFE])[index]
+    return "".join(indent + line + "\n" for line in body.splitlines())
+
+
+@pytest.fixture(scope="module")
+def hypothesis_mix():
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    return hypothesis, st.lists(st.tuples(
+        st.integers(0, len(SAFE) + len(UNSAFE) - 1), st.booleans()),
+        min_size=1, max_size=6)
+
+
+def test_any_mix_is_idempotent_and_keeps_unsafe_scopes(hypothesis_mix):
+    hypothesis, blocks = hypothesis_mix
+
+    @hypothesis.settings(max_examples=40, deadline=None, derandomize=True)
+    @hypothesis.given(blocks)
+    def check(spec):
+        parts = ["g = tf.get_default_graph()\n"]
+        for n, (index, in_function) in enumerate(spec):
+            if in_function:
+                parts.append("def f%d(x, g):\n" % n + _block(index, "    "))
+            else:
+                parts.append(_block(index, ""))
+        once = _migrate("".join(parts))
+        cst.parse_module(once.text)
+        assert _migrate(once.text[len(HEADER):]).text == once.text
+        for index, in_function in spec:
+            if index >= len(SAFE):
+                assert _block(index, "    " if in_function else "") in once.text
+
+    check()
