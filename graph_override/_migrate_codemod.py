@@ -466,9 +466,10 @@ class _Analyzer(cst.CSTVisitor):
                     q.name.split(".")[0] in ("numpy", "math"):
                 return
         work.reasons.append((line, "%s(...) is called inside the override scope "
-                             "and may create ops the map re-routes (%s); it is "
-                             "defined elsewhere, so the scope cannot be converted "
-                             "safely" % (_code(call.func), ", ".join(sorted(mapped)))))
+                             "and may create ops the map re-routes (%s) out of "
+                             "this tool's sight (it never follows calls into "
+                             "helpers); convert the op inside the helper by hand"
+                             % (_code(call.func), ", ".join(sorted(mapped)))))
 
     # -- dead code after conversion ------------------------------------------
     def _assign_statement(self, assignment):
