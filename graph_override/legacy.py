@@ -307,6 +307,8 @@ def op_with_gradient(op_fn, gradient):
         structure = (list(args), kwargs)
         leaves = tf.nest.flatten(structure)
         positions = [i for i, leaf in enumerate(leaves) if _is_input(leaf)]
+        if not positions:  # nothing to differentiate: just the op
+            return op_fn(*args, **kwargs)
         tensors = [_to_tensor(leaves[i]) for i in positions]
         template = template_for(structure, leaves, positions, tensors)
         op, slots = template.op, template.slots

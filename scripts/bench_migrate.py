@@ -78,48 +78,68 @@ def dense_%(i)d_%(j)d(x, w, b):
 ]
 
 
-def _file_text(i, lines_per_file):
+def _file_text(i, lines_per_file, plain=False):
     parts = [_HEADER % {"i": i}]
     count, j = parts[0].count("\n"), 0
+    blocks = _BLOCKS[-1:] if plain else _BLOCKS
     while count < lines_per_file:
-        block = _BLOCKS[j % len(_BLOCKS)] % {"i": i, "j": j}
+        block = blocks[j % len(blocks)] % {"i": i, "j": j}
         parts.append(block)
         count += block.count("\n")
         j += 1
     return "".join(parts)
 
 
+def _tree(root, files, lines_per_file, plain):
+    total = 0
+    for i in range(files):
+        folder = os.path.join(root, "pkg%d" % (i % 4), "sub%d" % (i % 2))
+        os.makedirs(folder, exist_ok=True)
+        text = _file_text(i, lines_per_file, plain)
+        total += text.count("\n")
+        with open(os.path.join(folder, "model_%d.py" % i), "w") as f:
+            f.write(text)
+    return total
+
+
+def _timed(root):
+    from graph_override import migrate  # pylint: disable=import-outside-toplevel
+    start = time.perf_counter()
+    results = migrate.migrate_paths([root], write=False)
+    seconds = time.perf_counter() - start
+    errors = [r.error for r in results if r.error]
+    if errors:
+        raise RuntimeError("bench_migrate: %s" % errors[0])
+    return results, seconds
+
+
 def run(files=20, lines_per_file=400):
     """Generates `files` legacy files of about `lines_per_file` lines each in
-    a temporary tree (two levels of folders), migrates them, and returns the
-    figures as a dict (seconds, lines_per_second, sites, ...)."""
-    from graph_override import migrate  # pylint: disable=import-outside-toplevel
+    a temporary tree (two levels of folders), migrates them (diff mode), and
+    returns the figures as a dict.
+
+    Two trees are timed: one dense with override scopes (every block of code
+    has one to convert or to report: the worst case), and one of the same size
+    without any (typical files of a repository, which are only parsed).
+    Keys: files, lines, seconds, lines_per_second, files_per_second,
+    sites_changed, sites_left, plain_seconds, plain_lines_per_second.
+    """
     root = tempfile.mkdtemp(prefix="bench_migrate_")
     try:
-        total_lines = 0
-        for i in range(files):
-            folder = os.path.join(root, "pkg%d" % (i % 4), "sub%d" % (i % 2))
-            os.makedirs(folder, exist_ok=True)
-            text = _file_text(i, lines_per_file)
-            total_lines += text.count("\n")
-            with open(os.path.join(folder, "model_%d.py" % i), "w") as f:
-                f.write(text)
-        start = time.perf_counter()
-        results = migrate.migrate_paths([root], write=False)
-        seconds = time.perf_counter() - start
-        errors = [r.error for r in results if r.error]
-        if errors:
-            raise RuntimeError("bench_migrate: %s" % errors[0])
-        changed = sum(len(r.result.changed) for r in results)
-        left = sum(len(r.result.untouched) for r in results)
+        total_lines = _tree(os.path.join(root, "dense"), files, lines_per_file, False)
+        plain_lines = _tree(os.path.join(root, "plain"), files, lines_per_file, True)
+        results, seconds = _timed(os.path.join(root, "dense"))
+        _, plain_seconds = _timed(os.path.join(root, "plain"))
         return {
             "files": len(results),
             "lines": total_lines,
             "seconds": seconds,
-            "lines_per_second": total_lines / seconds if seconds > 0 else float("inf"),
-            "files_per_second": len(results) / seconds if seconds > 0 else float("inf"),
-            "sites_changed": changed,
-            "sites_left": left,
+            "lines_per_second": total_lines / max(seconds, 1e-9),
+            "files_per_second": len(results) / max(seconds, 1e-9),
+            "sites_changed": sum(len(r.result.changed) for r in results),
+            "sites_left": sum(len(r.result.untouched) for r in results),
+            "plain_seconds": plain_seconds,
+            "plain_lines_per_second": plain_lines / max(plain_seconds, 1e-9),
         }
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -133,7 +153,8 @@ def main(argv=None):
     r = run(args.files, args.lines)
     print("migrated %(files)d files, %(lines)d lines in %(seconds).2f s: "
           "%(lines_per_second).0f lines/s, %(files_per_second).1f files/s; "
-          "%(sites_changed)d sites changed, %(sites_left)d left" % r)
+          "%(sites_changed)d sites changed, %(sites_left)d left; without override "
+          "maps: %(plain_lines_per_second).0f lines/s" % r)
     return 0
 
 

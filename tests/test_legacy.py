@@ -322,6 +322,11 @@ def test_op_function_must_create_one_op(op_fn, match):
         op_with_gradient(op_fn, sign_ste_grad)(tf.constant(X))
 
 
+def test_python_values_only_run_the_op():
+    out = op_with_gradient(tf.sign, sign_ste_grad)(-3.0)
+    assert float(out) == -1.0
+
+
 def test_bad_gradient_arguments():
     with pytest.raises(UnknownGradientError, match="NoSuchGradient"):
         op_with_gradient(tf.sign, "NoSuchGradient")
