@@ -587,6 +587,21 @@ class _Rewriter(cst.CSTTransformer):
         if drop is None:
             return updated_node
         items = [it for i, it in enumerate(updated_node.items) if i not in drop]
+        # Comments written inside the removed map move above the body.
+        notes = []
+        for i in sorted(drop):
+            notes.extend(_collect_comments(updated_node.items[i]))
+        body = updated_node.body
+        header = getattr(body, "header", None)
+        if not items and header is not None and header.comment is not None:
+            notes.append(header.comment)  # the with line goes, and its comment moves
+            body = body.with_changes(header=cst.TrailingWhitespace())
+            updated_node = updated_node.with_changes(body=body)
+        if notes and isinstance(body, cst.IndentedBlock) and body.body:
+            first = body.body[0].with_changes(leading_lines=[
+                cst.EmptyLine(comment=c) for c in notes] + list(body.body[0].leading_lines))
+            body = body.with_changes(body=[first] + list(body.body[1:]))
+            updated_node = updated_node.with_changes(body=body)
         if not items:
             self.flatten[id(updated_node)] = updated_node
             return updated_node
@@ -662,6 +677,21 @@ class _Rewriter(cst.CSTTransformer):
             body = _insert_import(body, self.plan.helper)
         return updated_node.with_changes(
             body=body, footer=list(pending) + list(updated_node.footer))
+
+
+class _CommentCollector(cst.CSTVisitor):
+    def __init__(self):
+        super().__init__()
+        self.comments = []
+
+    def visit_Comment(self, node):
+        self.comments.append(node)
+
+
+def _collect_comments(node):
+    collector = _CommentCollector()
+    node.visit(collector)
+    return collector.comments
 
 
 def _blank(line):

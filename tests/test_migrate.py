@@ -63,6 +63,17 @@ def test_comments_and_formatting_outside_the_scope_survive():
             "    # end of block\n    return y\n") in r.text
 
 
+def test_comments_inside_the_removed_map_move_above_the_body():
+    r = _migrate('def f(x, g):\n'
+                 '    with g.gradient_override_map({"Sign": "A",  # binarize\n'
+                 '                                  "Round": "B"}):  # header\n'
+                 '        y = tf.sign(tf.round(x))\n'
+                 '    return y\n')
+    assert ("    # binarize\n    # header\n"
+            '    y = op_with_gradient(tf.sign, "A")(op_with_gradient(tf.round, "B")(x))\n'
+            ) in r.text
+
+
 def test_other_items_of_the_with_stay():
     r = _migrate('def f(x):\n'
                  '    with tf.name_scope("q"), tf.get_default_graph().gradient_'
