@@ -45,13 +45,15 @@ Example:
 import collections
 import dataclasses
 import fnmatch
+import functools
 import re
 import warnings
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _compat, _graphdef_portable, estimators, registry
+from graph_override import (_compat, _graphdef_io, _graphdef_portable, estimators,
+                            registry)
 from graph_override._graphdef_io import (MAX_BYTES, check_output_path, load,
                                         parse_graph_def, save, validate)
 from graph_override.errors import (EagerModeError, GraphDefError, GraphOverrideError,
@@ -300,29 +302,39 @@ def _gradient_attr(node):
     return None if attr is None else attr.s.decode("utf-8", "replace")
 
 
-def _select(graph_def, rules):
+class _View:
+    """Names and op types of a GraphDef's nodes, read once from its bytes
+    (a C-level pass; see graph_override._graphdef_io), and whether any node
+    may carry a gradient name."""
+
+    def __init__(self, graph_def):
+        self.data = graph_def.SerializeToString()
+        index = _graphdef_io.fast_index(self.data, len(graph_def.node))
+        if index is None:  # unchecked, odd graph: read node by node
+            index = ([n.name for n in graph_def.node], [n.op for n in graph_def.node])
+        self.names, self.ops = index[0], index[1]
+        self.has_gradient_attrs = _ATTR_BYTES in self.data
+
+
+def _select(graph_def, view, rules):
     """{rule index: [node indices]} and {node index: rule index}, the first
     rule selecting a node winning."""
     nodes = graph_def.node
-    ops = names = attrs = None
+    attrs = None
     selected, owner = {}, {}
     for r, rule in enumerate(rules):
         if rule.op_type is not None:
-            if ops is None:
-                ops = [n.op for n in nodes]
-            idx = [i for i, op in enumerate(ops) if op == rule.op_type]
+            idx = [i for i, op in enumerate(view.ops) if op == rule.op_type]
         else:
-            idx = range(len(nodes))
+            idx = range(len(view.ops))
         if rule.name_regex is not None:
-            if names is None:
-                names = [n.name for n in nodes]
-            pattern = re.compile(rule.name_regex)
-            idx = [i for i in idx if pattern.search(names[i])]
+            search = re.compile(rule.name_regex).search
+            names = view.names
+            idx = [i for i in idx if search(names[i])]
         if rule.gradient_op_type is not None:
             if attrs is None:
-                has = _ATTR_BYTES in graph_def.SerializeToString()
                 attrs = {i: _gradient_attr(n) for i, n in enumerate(nodes)
-                         if has and GRADIENT_ATTR in n.attr}
+                         if view.has_gradient_attrs and GRADIENT_ATTR in n.attr}
             idx = [i for i in idx if attrs.get(i) is not None
                    and fnmatch.fnmatchcase(attrs[i], rule.gradient_op_type)]
         selected[r] = list(idx)
@@ -727,51 +739,70 @@ def _apply(graph_def, rules, on_no_match, portable):
                     "gradient is not linear in dy, which no stop_gradient "
                     "identity can express. Use patch() and import the result "
                     "with graph_override.frozen.import_graph_def." % rule.estimator)
-    selected, owner = _select(graph_def, rules)
+    view = _View(graph_def)
+    selected, owner = _select(graph_def, view, rules)
     _check_matches(rules, selected, on_no_match)
-    new = graph_pb2.GraphDef()
-    new.CopyFrom(graph_def)
+    # A copy: parsing the bytes at hand is faster than CopyFrom.
+    new = graph_pb2.GraphDef.FromString(view.data)
     changes, added = [], []
     names = None
-    if portable or any(r.estimator for r in rules):
-        needs_names = portable or any(
-            graph_def.node[i].op == "IdentityN" for i in owner
-            if rules[owner[i]].estimator)
-        names = {n.name for n in graph_def.node} if needs_names else None
+    if portable or any(view.ops[i] == "IdentityN" for i in owner
+                       if rules[owner[i]].estimator):
+        names = set(view.names)
     if portable and owner:
         _check_single_output(graph_def, owner, rules)
+    # Per rule, once: its text, target name (resolved) and encoded bytes.
+    texts = [str(r) for r in rules]
+    targets = [r.target for r in rules]
+    encoded = [None if t is None else t.encode("utf-8") for t in targets]
+    for r, rule in enumerate(rules):
+        if targets[r] is not None and not portable:
+            registry.resolve(targets[r])
+    nodes = new.node
     for i in sorted(owner):
-        rule = rules[owner[i]]
-        node = new.node[i]
-        before = _gradient_attr(node)
-        name, op = node.name, node.op
+        r = owner[i]
+        rule = rules[r]
+        node = nodes[i]
+        attrs = node.attr
+        before = (_gradient_attr(node) if view.has_gradient_attrs
+                  and GRADIENT_ATTR in attrs else None)
+        name, op = view.names[i], view.ops[i]
         if rule.remove:
             if before is None:
                 continue
-            del node.attr[GRADIENT_ATTR]
-            changes.append(NodeChange(name, op, "remove", before, None, str(rule)))
+            del attrs[GRADIENT_ATTR]
+            changes.append(NodeChange(name, op, "remove", before, None, texts[r]))
         elif rule.estimator is not None and op == "IdentityN":
             added += _rewrite_identity_n(node, rule, names, what)
             changes.append(NodeChange(name, op, "rewrite", before,
-                                      "stop_gradient form of " + rule.target, str(rule)))
+                                      "stop_gradient form of " + targets[r], texts[r]))
         elif portable:
             added += _rewrite_node(node, rule, names, what)
             changes.append(NodeChange(name, op, "rewrite", before,
-                                      "stop_gradient form of " + rule.target, str(rule)))
+                                      "stop_gradient form of " + targets[r], texts[r]))
         else:
-            if rule.estimator is not None and not _data_inputs(node):
-                raise RuleError("patch: node %r (op %s) has no input to pass a "
-                                "gradient to; narrow the rule %s" % (name, op, rule))
-            target = rule.target
-            registry.resolve(target)
-            node.attr[GRADIENT_ATTR].s = target.encode("utf-8")
-            changes.append(NodeChange(name, op, "set", before, target, str(rule)))
+            if rule.estimator is not None and not _takes_inputs(op):
+                inputs = node.input
+                if not inputs or inputs[0].startswith("^"):
+                    raise RuleError("patch: node %r (op %s) has no input to pass a "
+                                    "gradient to; narrow the rule %s" % (name, op, rule))
+            attrs[GRADIENT_ATTR].s = encoded[r]
+            changes.append(NodeChange(name, op, "set", before, targets[r], texts[r]))
     new.node.extend(added)
     report = PatchReport(changes=changes, nodes_added=len(added), portable=portable,
                          rule_matches=[(str(r), len(selected[j])) for j, r in enumerate(rules)])
     if portable:
         report.unresolved_left = _non_portable_names(new)
     return new, report
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_inputs(op_type):
+    """True if every node of `op_type` has a data input (its OpDef has a
+    single-tensor input argument), so nodes need no check one by one."""
+    op_def = _compat.op_def(op_type)
+    return op_def is not None and any(
+        not (a.number_attr or a.type_list_attr) for a in op_def.input_arg)
 
 
 def _check_single_output(graph_def, owner, rules):
