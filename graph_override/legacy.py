@@ -40,7 +40,10 @@ class LegacyOp:
         are arguments of the call are the very tensors passed in (so second
         order gradients flow through them); inputs that the op function
         creates from Python values (the axis of tf.split) are constants.
-      outputs: the op's output tensors, as the call returned them.
+      outputs: the op's output tensors, as the call returned them. As in a
+        TF1 graph with an override map, they depend on the inputs through the
+        legacy gradient itself, so a second order gradient through them is
+        the one the legacy code computed.
       skip_input_indices: None, as for an op TensorFlow differentiates fully.
     """
 
@@ -271,8 +274,7 @@ def op_with_gradient(op_fn, gradient):
       None gradients reach the arguments as None (no gradient); gradients of
       outputs nothing depends on reach the legacy function as zeros (float
       outputs), as in graph mode. Second order gradients flow through the
-      legacy function's use of ``op.inputs``; in graph mode and tf.function
-      also through ``op.outputs``.
+      legacy function's use of ``op.inputs`` and ``op.outputs``.
 
     Raises:
       UnknownGradientError: `gradient` is a name nothing is registered under.
@@ -312,6 +314,7 @@ def op_with_gradient(op_fn, gradient):
         tensors = [_to_tensor(leaves[i]) for i in positions]
         template = template_for(structure, leaves, positions, tensors)
         op, slots = template.op, template.slots
+        returned = []  # filled with what the caller gets, read by grad()
 
         @tf.custom_gradient
         def legacy_op(*xs):
@@ -326,7 +329,9 @@ def op_with_gradient(op_fn, gradient):
                           for s in slots]
                 dys = [tf.zeros_like(o) if dy is None and o.dtype.is_floating
                        else dy for dy, o in zip(dys, outputs)]
-                view = LegacyOp(op.type, name, inputs, outputs, op)
+                # The outputs the caller got: tied to the inputs by this very
+                # gradient, as an overridden op's outputs are in TF1 graphs.
+                view = LegacyOp(op.type, name, inputs, returned or outputs, op)
                 got = grad_fn(view, *dys)
                 grads = check_gradients(got, op_name=name, op_type=op.type,
                                         inputs=inputs, gradient_name=grad_name,
@@ -341,6 +346,7 @@ def op_with_gradient(op_fn, gradient):
 
         out = legacy_op(*tensors)
         flat = list(out) if isinstance(out, (list, tuple)) else [out]
+        returned.extend(flat)
         return tf.nest.pack_sequence_as(template.structure, flat)
 
     return wrapper

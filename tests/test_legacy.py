@@ -193,6 +193,60 @@ def test_second_order_through_a_differentiable_legacy_function():
             np.testing.assert_allclose(sess.run(d2, {xp: X}), 6 * X, rtol=1e-6)
 
 
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_second_order_through_op_outputs(mode):
+    """TF's own Tanh gradient reads op.outputs: the second derivative of
+    tanh, -2 tanh (1 - tanh^2), must come out in every mode."""
+    x = np.linspace(-2.0, 2.0, 9)  # float64, includes 0
+    fn = op_with_gradient(tf.tanh, "Tanh")
+
+    def first(x):
+        if mode == "graph":
+            return tf.gradients(fn(x), x)[0]
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return tape.gradient(y, x)
+
+    r = testing.evaluate(first, x, mode)
+    t = np.tanh(x)
+    np.testing.assert_allclose(r.outputs, 1 - t * t, rtol=1e-12)
+    np.testing.assert_allclose(r.gradients[0], -2 * t * (1 - t * t), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_second_order_through_op_outputs_is_the_legacy_one(mode):
+    """In a TF1 graph, the overridden op's output depends on its input through
+    the override itself; a gradient function reading op.outputs gets the same
+    second order from op_with_gradient in every mode."""
+    def legacy_grad(op, dy):
+        return dy * op.outputs[0] * op.inputs[0]
+
+    x = np.array([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0])
+
+    def tf1(x):
+        with go.override_gradients({"Sign": legacy_grad}):
+            y = tf.sign(x)
+        return tf.gradients(y, x)[0]
+
+    fn = op_with_gradient(tf.sign, legacy_grad)
+
+    def first(x):
+        if mode == "graph":
+            return tf.gradients(fn(x), x)[0]
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return tape.gradient(y, x)
+
+    ref = testing.evaluate(tf1, x, "graph")
+    # d/dx (sign(x) x) with d sign/dx = sign(x) x: sign(x) x^2 + sign(x)
+    np.testing.assert_allclose(ref.gradients[0], np.sign(x) * (x * x + 1))
+    got = testing.evaluate(first, x, mode)
+    np.testing.assert_allclose(got.outputs, ref.outputs)
+    np.testing.assert_allclose(got.gradients[0], ref.gradients[0])
+
+
 def test_graph_mode_view_has_the_real_op_name():
     names = []
 
