@@ -1,0 +1,300 @@
+"""The Session training loop shared by the training scripts.
+
+`train` builds a model in a fresh graph, opens a `tf.compat.v1.Session`
+(locally, or on a worker of TensorFlow's distributed runtime), restores the
+latest `tf.compat.v1.train.Saver` checkpoint if there is one, and runs epochs
+of minibatches with an optional tqdm progress bar and TensorBoard summaries
+(`tf.compat.v1.summary.FileWriter`). Checkpoints are written every epoch,
+every `checkpoint_every` steps, at the end, and when the loop is interrupted
+(KeyboardInterrupt). Minibatch order is a function of (seed, epoch) only, so
+a resumed run continues exactly where the interrupted one stopped.
+"""
+
+import collections
+import os
+import sys
+import time
+
+import tensorflow as tf
+
+from graph_override.training import cluster as cluster_lib
+from graph_override.training.errors import CheckpointMismatchError
+
+__all__ = ["TrainResult", "check_checkpoint", "session_config", "train"]
+
+TrainResult = collections.namedtuple("TrainResult", [
+    "losses", "evaluations", "start_step", "global_step", "probes",
+    "checkpoint", "seconds"])
+TrainResult.__doc__ = """What a training run did.
+
+Attributes:
+  losses: [(global step after the update, training loss of that batch)] for
+    the steps this process ran.
+  evaluations: [(epoch, global step, {set name: accuracy})], one per epoch
+    ended in this process, the last after training.
+  start_step: the global step the run started from (> 0 after a resume).
+  global_step: the global step at the end.
+  probes: the model's probes (e.g. ste_grad_norm) at the last step run.
+  checkpoint: path of the last checkpoint written, or None.
+  seconds: wall time of the training steps and evaluations.
+"""
+
+
+def session_config(deterministic=True, operation_timeout_ms=None, device_filters=()):
+    """A ConfigProto; deterministic=True runs single-threaded for repeatability."""
+    config = tf.compat.v1.ConfigProto(
+        intra_op_parallelism_threads=1 if deterministic else 0,
+        inter_op_parallelism_threads=1 if deterministic else 0)
+    if operation_timeout_ms:
+        config.operation_timeout_in_ms = int(operation_timeout_ms)
+    config.device_filters.extend(device_filters)
+    return config
+
+
+def check_checkpoint(path, var_list, directory=None):
+    """Raises CheckpointMismatchError unless `path` fits `var_list`.
+
+    Every variable the saver would restore must be in the checkpoint with
+    the same shape; TensorFlow would otherwise fail with a bare NotFoundError
+    (or a shape error) deep inside Saver.restore.
+
+    Args:
+      path: a checkpoint prefix, e.g. from tf.train.latest_checkpoint.
+      var_list: the variables of the model about to be restored.
+      directory: the directory to name in the message (default: path's).
+    """
+    directory = directory or os.path.dirname(path)
+    try:
+        stored = dict(tf.train.list_variables(path))
+    except (tf.errors.OpError, ValueError) as e:
+        raise CheckpointMismatchError(
+            "checkpoint directory %s: cannot read checkpoint %s (%s). Use an "
+            "empty --checkpoint-dir or delete the broken checkpoint."
+            % (directory, path, str(e).splitlines()[0])) from e
+    problems = []
+    for v in var_list:
+        name, shape = v.op.name, v.shape.as_list()
+        if name not in stored:
+            problems.append("%s %s is missing" % (name, shape))
+        elif list(stored[name]) != shape:
+            problems.append("%s has shape %s in the checkpoint, the model needs %s"
+                            % (name, list(stored[name]), shape))
+    if problems:
+        found = sorted(n for n in stored if n != "global_step")[:3]
+        raise CheckpointMismatchError(
+            "checkpoint directory %s holds a different model: %d of the %d "
+            "variables do not fit (%s%s). It holds e.g. %s. Resume only with "
+            "the same script and model flags, or pass a new --checkpoint-dir."
+            % (directory, len(problems), len(var_list), "; ".join(problems[:3]),
+               "; ..." if len(problems) > 3 else "", ", ".join(found) or "nothing"))
+
+
+def _progress(total, initial, enabled):
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        print("(progress bar off: `python -m pip install tqdm` to see one)",
+              file=sys.stderr)
+        return None
+    return tqdm(total=total, initial=initial, unit="step", file=sys.stderr,
+                dynamic_ncols=True, leave=False)
+
+
+def _scalar_summary(values):
+    return tf.compat.v1.Summary(value=[
+        tf.compat.v1.Summary.Value(tag=k, simple_value=float(v))
+        for k, v in sorted(values.items())])
+
+
+def _restore_or_init(sess_manager, master, saver, variables, checkpoint_dir,
+                     is_chief, config, log, wait_secs):
+    if not is_chief:
+        try:
+            return sess_manager.wait_for_session(master, config=config,
+                                                 max_wait_secs=wait_secs), None
+        except tf.errors.DeadlineExceededError as e:
+            raise cluster_lib.ClusterUnreachableError(
+                "worker waited %.0f s for the chief (worker task 0) to "
+                "initialize the variables on the parameter servers; start the "
+                "chief, or check the cluster spec" % wait_secs) from e
+    path = tf.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+    if path:
+        check_checkpoint(path, variables, checkpoint_dir)
+    sess = sess_manager.prepare_session(
+        master, init_op=tf.compat.v1.global_variables_initializer(), saver=saver,
+        checkpoint_filename_with_path=path, config=config)
+    return sess, path
+
+
+def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
+          checkpoint_dir=None, checkpoint_every=None, cluster=None,
+          progress=False, deterministic=True, operation_timeout_ms=None,
+          on_step=None, log=None):
+    """Trains a model in a Session; resumes from `checkpoint_dir` if it can.
+
+    Example:
+      >>> from graph_override.training import data, models
+      >>> split = data.digits_splits()
+      >>> r = train(lambda: models.build_bnn("overrides", hidden=(32,)),
+      ...           lambda m, epoch: [{m.inputs["x"]: split.x_train[i],
+      ...                              m.inputs["y"]: split.y_train[i]}
+      ...                             for i in data.batches(1347, 64, 0, epoch)],
+      ...           lambda m: {"test": {m.inputs["x"]: split.x_test,
+      ...                               m.inputs["y"]: split.y_test}},
+      ...           epochs=1)
+      >>> r.global_step, len(r.losses), sorted(r.evaluations[-1][2])
+      (21, 21, ['test'])
+
+    Args:
+      build: ``build() -> models.Model``, called in a fresh default graph
+        (under the cluster's device setter when `cluster` is given).
+      train_feeds: ``train_feeds(model, epoch) -> [feed_dict, ...]``, the
+        minibatches of one epoch, the same for the same epoch.
+      eval_sets: ``eval_sets(model) -> {name: feed_dict}`` evaluated (accuracy)
+        after every epoch and at the end.
+      epochs: number of epochs (the run stops at epochs * batches per epoch
+        global steps, counting steps restored from a checkpoint).
+      seed: graph-level seed (the models seed their initializers themselves).
+      logdir: TensorBoard directory for tf.compat.v1.summary scalars, or None.
+      checkpoint_dir: directory of Saver checkpoints: restored from at the
+        start if it holds one, written to during the run. None: no saving.
+      checkpoint_every: also save every this many steps (default: each epoch).
+      cluster: a `cluster.ClusterTask` of a worker, or None for a local run.
+      progress: show a tqdm progress bar on stderr.
+      deterministic: single-threaded Session (same losses on every run).
+      operation_timeout_ms: Session operation timeout (cluster runs use the
+        task's timeout when this is None).
+      on_step: ``on_step(global_step, loss)`` after every step; raising
+        KeyboardInterrupt there interrupts the run (a checkpoint is saved).
+      log: ``log(message)`` for resume and checkpoint messages, or None.
+
+    Returns:
+      A `TrainResult`.
+
+    Raises:
+      CheckpointMismatchError: checkpoint_dir holds another model.
+      ClusterUnreachableError: the cluster's tasks did not answer in time.
+    """
+    if epochs < 0:
+        raise ValueError("train(epochs=%r): use 0 or more epochs" % (epochs,))
+    log = log or (lambda message: None)
+    graph = tf.Graph()
+    master, device_fn, is_chief, filters = "", None, True, ()
+    if cluster is not None:
+        server = cluster_lib.start_worker(cluster)
+        master, device_fn = server.target, cluster_lib.device_setter(cluster)
+        is_chief, filters = cluster.is_chief, cluster.device_filters()
+        operation_timeout_ms = operation_timeout_ms or cluster.timeout_ms
+    config = session_config(deterministic and cluster is None,
+                            operation_timeout_ms, filters)
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(seed)
+        with tf.compat.v1.device(device_fn):
+            model = build()
+        saver = tf.compat.v1.train.Saver(max_to_keep=3)
+        sess_manager = tf.compat.v1.train.SessionManager(
+            ready_op=tf.compat.v1.report_uninitialized_variables(), graph=graph,
+            recovery_wait_secs=0.5)
+        summary_op = tf.compat.v1.summary.merge([
+            tf.compat.v1.summary.scalar("train/loss", model.loss),
+            tf.compat.v1.summary.scalar("train/batch_accuracy", model.accuracy)])
+        steps_per_epoch = len(train_feeds(model, 0))
+        total = epochs * steps_per_epoch
+        wait = (cluster.timeout_ms / 1000.0) if cluster is not None else 0
+        sess, restored = _restore_or_init(
+            sess_manager, master, saver, tf.compat.v1.global_variables(),
+            checkpoint_dir, is_chief, config, log, wait)
+        writer = (tf.compat.v1.summary.FileWriter(logdir, graph)
+                  if logdir and is_chief else None)
+        start = int(sess.run(model.global_step))
+        if restored:
+            log("resumed from %s at step %d" % (restored, start))
+        result = _run_epochs(sess, model, saver, writer, summary_op, train_feeds,
+                             eval_sets, steps_per_epoch, total, start,
+                             checkpoint_dir if is_chief else None,
+                             checkpoint_every, progress, on_step, log)
+        if writer is not None:
+            writer.close()
+        sess.close()
+    return result
+
+
+def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
+                steps_per_epoch, total, start, checkpoint_dir, checkpoint_every,
+                progress, on_step, log):
+    losses, evaluations, probes, last_ckpt = [], [], {}, [None]
+    bar = _progress(total, min(start, total), progress)
+    with tf.control_dependencies([model.train_op]):
+        step_after = tf.identity(model.global_step)  # read after the update
+    fetch = {"loss": model.loss, "step": step_after, "probes": model.probes}
+
+    def save(step):
+        if checkpoint_dir:
+            os.makedirs(checkpoint_dir, exist_ok=True)
+            last_ckpt[0] = saver.save(sess, os.path.join(checkpoint_dir, model.name),
+                                      global_step=step)
+            say("checkpoint saved at step %d: %s" % (step, last_ckpt[0]))
+
+    def say(message):
+        if bar is not None:
+            bar.clear()
+        log(message)
+        if bar is not None:
+            bar.refresh()
+
+    def evaluate(epoch, step):
+        accs = {name: float(sess.run(model.accuracy, feed))
+                for name, feed in eval_sets(model).items()}
+        evaluations.append((epoch, step, accs))
+        say("epoch %d, step %d: loss %s, %s" % (
+            epoch, step, "%.4f" % losses[-1][1] if losses else "-",
+            ", ".join("%s accuracy %.4f" % kv for kv in sorted(accs.items()))))
+        if writer is not None:
+            writer.add_summary(_scalar_summary(
+                {"eval/%s_accuracy" % k: v for k, v in accs.items()}), step)
+            writer.flush()
+        return accs
+
+    began, step = time.time(), start
+    try:
+        while step < total:
+            epoch = step // steps_per_epoch
+            feeds = train_feeds(model, epoch)
+            for feed in feeds[step % steps_per_epoch:]:
+                feed = dict(feed)
+                feed[model.training] = True
+                with_summary = writer is not None and step % 10 == 0
+                out = sess.run(dict(fetch, summary=summary_op) if with_summary
+                               else fetch, feed)
+                step, probes = int(out["step"]), out["probes"]
+                losses.append((step, float(out["loss"])))
+                if with_summary:
+                    writer.add_summary(out["summary"], step)
+                if bar is not None:
+                    bar.update(step - bar.n)
+                    bar.set_postfix(epoch=epoch + 1, loss="%.4f" % out["loss"], refresh=False)
+                if on_step is not None:
+                    on_step(step, float(out["loss"]))
+                if checkpoint_every and step % checkpoint_every == 0:
+                    save(step)
+                if step >= total:
+                    break
+            if step % steps_per_epoch == 0 or step >= total:
+                accs = evaluate(epoch + 1, step)
+                if bar is not None:
+                    bar.set_postfix(epoch=epoch + 1, **{k: "%.3f" % v for k, v in accs.items()})
+                if not (checkpoint_every and step % checkpoint_every == 0):
+                    save(step)
+    except KeyboardInterrupt:
+        save(step)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    if not evaluations:  # nothing left to train: report the restored model
+        evaluate(step // max(steps_per_epoch, 1), step)
+    return TrainResult(losses, evaluations, start, step,
+                       {k: float(v) for k, v in probes.items()}, last_ckpt[0],
+                       time.time() - began)
