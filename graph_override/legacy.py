@@ -177,9 +177,10 @@ def _trace(op_fn, structure, leaves, tensor_positions, tensors):
                     where, ", ".join("%s:%d (%s)" % (o.op.name, o.value_index,
                                                      o.op.type) for o in outputs)))
         slots = []
+        arg_of = {h.ref(): k for k, h in enumerate(holders)}
         for i, t in enumerate(op.inputs):
-            if t.op.type == "Placeholder" and t in holders:
-                slots.append(("arg", holders.index(t)))
+            if t.ref() in arg_of:
+                slots.append(("arg", arg_of[t.ref()]))
             elif t.op.type == "Const":
                 slots.append(("const", tf.make_ndarray(t.op.get_attr("value"))))
             else:
@@ -293,7 +294,7 @@ def op_with_gradient(op_fn, gradient):
     def template_for(structure, leaves, positions, tensors):
         try:
             key = (_signature_key(leaves, positions, tensors),
-                   tf.nest.map_structure(lambda _: 0, structure))
+                   repr(tf.nest.map_structure(lambda _: 0, structure)))
             hash(key)
         except (TypeError, ValueError):
             key = None

@@ -376,6 +376,24 @@ def test_op_function_must_create_one_op(op_fn, match):
         op_with_gradient(op_fn, sign_ste_grad)(tf.constant(X))
 
 
+def test_the_scratch_graph_is_traced_once_per_signature(monkeypatch):
+    calls = []
+    real = legacy._trace  # pylint: disable=protected-access
+
+    def counting(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(legacy, "_trace", counting)
+    fn = op_with_gradient(tf.sign, sign_ste_grad)
+    for _ in range(3):
+        fn(tf.constant(X))
+    fn(tf.constant(X.astype(np.float64)))  # a new dtype: traced again
+    fn(tf.constant(X), name="other")       # a new Python argument: again
+    fn(tf.constant(X), name="other")
+    assert len(calls) == 3
+
+
 def test_python_values_only_run_the_op():
     out = op_with_gradient(tf.sign, sign_ste_grad)(-3.0)
     assert float(out) == -1.0
