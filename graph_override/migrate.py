@@ -24,6 +24,7 @@ reported with file, line and reason. It parses the code with libcst and
 never runs it; migrating migrated code changes nothing.
 """
 
+import collections
 import dataclasses
 import difflib
 import io
@@ -316,12 +317,15 @@ def migrate_paths(paths, *, write=False):
     Returns:
       A list of `FileResult`, in the order of `paths` and then of the walk.
     """
-    files, results = [], []
+    plan, files = [], []  # plan: per path, its files or its error
     for path in paths:
         try:
-            files.extend(iter_python_files(path))
+            found = iter_python_files(path)
         except SourceError as e:
-            results.append(FileResult(path, error=str(e)))
+            plan.append(FileResult(path, error=str(e)))
+            continue
+        plan.append(found)
+        files.extend(found)
     uses = {}
     for f in files:
         try:
@@ -330,10 +334,14 @@ def migrate_paths(paths, *, write=False):
         except OSError:
             continue
         uses[f] = map_names(text) if "gradient_override_map" in text else set()
-    for f in files:
-        keep = set()
-        for other, names in uses.items():
-            if other != f:
-                keep |= names
-        results.append(migrate_file(f, write=write, keep_registrations=keep))
+    counts = collections.Counter(n for names in uses.values() for n in names)
+    results = []
+    for entry in plan:
+        if isinstance(entry, FileResult):
+            results.append(entry)
+            continue
+        for f in entry:
+            own = uses.get(f, set())
+            keep = {n for n, c in counts.items() if c > (1 if n in own else 0)}
+            results.append(migrate_file(f, write=write, keep_registrations=keep))
     return results

@@ -274,6 +274,20 @@ def test_cli_write_is_atomic_and_keeps_permissions(tmp_path, capsys):
     assert out == ""
 
 
+def test_a_registration_another_file_uses_is_kept(tmp_path):
+    (tmp_path / "a.py").write_text(LEGACY)  # registers and uses TreeSTE
+    (tmp_path / "b.py").write_text(HEADER + (
+        'def f(x):\n'
+        '    with tf.get_default_graph().gradient_override_map({"Sign": "TreeSTE"}):\n'
+        '        return tf.sign(x)\n'))
+    (tmp_path / "c.py").write_text(LEGACY.replace("TreeSTE", "OnlyHere"))
+    a, b, c = migrate.migrate_paths([str(tmp_path)])
+    assert '@tf.RegisterGradient("TreeSTE")' in a.result.text
+    assert "op_with_gradient(tf.sign, _ste)(x)" in a.result.text
+    assert 'op_with_gradient(tf.sign, "TreeSTE")(x)' in b.result.text
+    assert '@tf.RegisterGradient("OnlyHere")' not in c.result.text
+
+
 def test_cli_exit_1_when_sites_are_left(tmp_path, capsys):
     path = tmp_path / "left.py"
     path.write_text(LEFT)
