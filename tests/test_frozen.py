@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_override import _graphdef_io, estimators, frozen, scope, testing, tf2
+from graph_override import (_graphdef_inspect, _graphdef_io, _graphdef_patch,
+                            _graphdef_rules, estimators, frozen, scope, testing, tf2)
 from graph_override.errors import (EagerModeError, GraphDefError, NoMatchError,
                                    UnknownGradientError, UnknownOpTypeError)
 
@@ -378,7 +379,8 @@ def test_estimator_table_covers_every_estimator():
     assert set(CASES) == set(estimators.ESTIMATORS)
 
 
-@pytest.mark.parametrize("module", [frozen, _graphdef_io])
+@pytest.mark.parametrize("module", [frozen, _graphdef_io, _graphdef_inspect,
+                                    _graphdef_patch, _graphdef_rules])
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

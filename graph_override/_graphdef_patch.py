@@ -1,0 +1,307 @@
+"""`graph_override.frozen.patch` and `make_portable`: apply rules to a GraphDef."""
+
+import collections
+import functools
+
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2, node_def_pb2
+
+from graph_override import (_compat, _graphdef_io, _graphdef_portable, estimators,
+                            registry)
+from graph_override._graphdef_reports import NodeChange, PatchReport
+from graph_override._graphdef_rules import (GRADIENT_ATTR, GRADIENT_ATTR_BYTES, RuleError,
+                                            View, as_rules, check_matches,
+                                            gradient_attr, select)
+from graph_override.errors import GraphDefError
+
+__all__ = ["make_portable", "patch"]
+
+
+def _data_inputs(node):
+    return [i for i in node.input if not i.startswith("^")]
+
+
+def _dtype(node, what):
+    attr = node.attr.get("T")
+    if attr is None or not attr.type:
+        raise RuleError("%s: node %r (op %s) has no 'T' dtype attr, so no "
+                        "stop_gradient form can be built for it" % (what, node.name, node.op))
+    if tf.as_dtype(attr.type) not in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+        raise RuleError("%s: node %r (op %s) has dtype %s; estimators need a "
+                        "float dtype" % (what, node.name, node.op,
+                                         tf.as_dtype(attr.type).name))
+    return attr.type
+
+
+def _rewrite_identity_n(node, rule, names, what):
+    """The outputs of a tf.custom_gradient IdentityN (inputs: k results, then
+    k arguments) become stop_gradient forms of result i with the estimator's
+    gradient into argument i; the dead gradient name is dropped."""
+    inputs = _data_inputs(node)
+    types = list(node.attr["T"].list.type) if "T" in node.attr else []
+    k = len(inputs) // 2
+    if (len(inputs) % 2 or k == 0 or len(types) != len(inputs)
+            or types[:k] != types[k:]):
+        raise RuleError(
+            "%s: node %r (IdentityN, inputs %s) is not the tf.custom_gradient "
+            "pattern of k results followed by k arguments of the same dtypes, "
+            "so an estimator cannot be placed on it; use remove or a registered "
+            "gradient name" % (what, node.name, inputs))
+    if not estimators.ESTIMATORS[rule.estimator].linear:
+        raise RuleError("%s: %s on node %r: its gradient is not linear in dy, "
+                        "which the stop_gradient form needs; use a registered "
+                        "gradient name instead" % (what, rule.estimator, node.name))
+    added = []
+    for i in range(k):
+        _dtype_check = types[i]
+        if tf.as_dtype(_dtype_check) not in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+            raise RuleError("%s: IdentityN %r input %d is %s; estimators need "
+                            "floats" % (what, node.name, i, tf.as_dtype(_dtype_check).name))
+        prefix = "%s/graph_override_portable_%d/" % (node.name, i)
+        out_name = prefix + "out"
+        clash = [n for n in (out_name,) if n in names]
+        if clash:
+            raise RuleError("%s: node name %r exists already; was this graph "
+                            "patched before?" % (what, clash[0]))
+        added += _graphdef_portable.stamp(
+            rule.estimator, rule.params, types[i], x_ref=inputs[k + i],
+            y_ref=inputs[i], prefix=prefix, out_name=out_name, device=node.device)
+        node.input[i] = out_name
+    del node.attr[GRADIENT_ATTR]
+    return added
+
+
+def _rewrite_node(node, rule, names, what):
+    """Node N (one used output) becomes N/graph_override_forward; a
+    stop_gradient form of it takes the name N."""
+    inputs = _data_inputs(node)
+    if not inputs:
+        raise RuleError("%s: node %r (op %s) has no input to pass a gradient to"
+                        % (what, node.name, node.op))
+    if not estimators.ESTIMATORS[rule.estimator].linear:
+        raise RuleError(
+            "%s: %s cannot be made portable: a clipped gradient is not linear in "
+            "dy, and only such gradients have a stop_gradient form. Use patch() "
+            "(registry name) for node %r instead." % (what, rule.estimator, node.name))
+    dtype = _dtype(node, what)
+    original = node.name
+    forward = original + "/graph_override_forward"
+    if forward in names:
+        raise RuleError("%s: node name %r exists already; was this graph made "
+                        "portable before?" % (what, forward))
+    node.name = forward
+    if GRADIENT_ATTR in node.attr:
+        del node.attr[GRADIENT_ATTR]
+    return _graphdef_portable.stamp(
+        rule.estimator, rule.params, dtype, x_ref=inputs[0], y_ref=forward,
+        prefix=original + "/graph_override_portable/", out_name=original,
+        device=node.device)
+
+
+def _apply(graph_def, rules, on_no_match, portable):
+    what = "make_portable" if portable else "patch"
+    if not isinstance(graph_def, graph_pb2.GraphDef):
+        raise GraphDefError("%s(): expected a tf.compat.v1.GraphDef, got %s"
+                            % (what, type(graph_def).__name__))
+    rules = as_rules(rules)
+    if portable:
+        for rule in rules:
+            if rule.gradient is not None:
+                raise RuleError(
+                    "make_portable: rule %s sets the registered name %r, which "
+                    "plain TensorFlow cannot resolve in a new process; use a "
+                    "built-in estimator, or patch() instead" % (rule, rule.gradient))
+            if rule.estimator is not None and not estimators.ESTIMATORS[rule.estimator].linear:
+                raise RuleError(
+                    "make_portable: %s cannot be made portable: a clipped "
+                    "gradient is not linear in dy, which no stop_gradient "
+                    "identity can express. Use patch() and import the result "
+                    "with graph_override.frozen.import_graph_def." % rule.estimator)
+    view = View(graph_def)
+    selected, owner = select(graph_def, view, rules)
+    check_matches(rules, selected, on_no_match)
+    if not portable and not view.has_gradient_attrs and not any(
+            rules[r].remove or (rules[r].estimator and view.ops[i] == "IdentityN")
+            for i, r in owner.items()):
+        return _set_names_fast(graph_def, view, rules, selected, owner)
+    # A copy: parsing the bytes at hand is faster than CopyFrom.
+    new = graph_pb2.GraphDef.FromString(view.data)
+    changes, added = [], []
+    names = None
+    if portable or any(view.ops[i] == "IdentityN" for i in owner
+                       if rules[owner[i]].estimator):
+        names = set(view.names)
+    if portable and owner:
+        _check_single_output(graph_def, owner, rules)
+    # Per rule, once: its text, target name (resolved) and encoded bytes.
+    texts = [str(r) for r in rules]
+    targets = [r.target for r in rules]
+    encoded = [None if t is None else t.encode("utf-8") for t in targets]
+    for r, rule in enumerate(rules):
+        if targets[r] is not None and not portable:
+            registry.resolve(targets[r])
+    nodes = new.node
+    for i in sorted(owner):
+        r = owner[i]
+        rule = rules[r]
+        node = nodes[i]
+        attrs = node.attr
+        before = (gradient_attr(node) if view.has_gradient_attrs
+                  and GRADIENT_ATTR in attrs else None)
+        name, op = view.names[i], view.ops[i]
+        if rule.remove:
+            if before is None:
+                continue
+            del attrs[GRADIENT_ATTR]
+            changes.append(NodeChange(name, op, "remove", before, None, texts[r]))
+        elif rule.estimator is not None and op == "IdentityN":
+            added += _rewrite_identity_n(node, rule, names, what)
+            changes.append(NodeChange(name, op, "rewrite", before,
+                                      "stop_gradient form of " + targets[r], texts[r]))
+        elif portable:
+            added += _rewrite_node(node, rule, names, what)
+            changes.append(NodeChange(name, op, "rewrite", before,
+                                      "stop_gradient form of " + targets[r], texts[r]))
+        else:
+            if rule.estimator is not None and not _takes_inputs(op):
+                inputs = node.input
+                if not inputs or inputs[0].startswith("^"):
+                    raise RuleError("patch: node %r (op %s) has no input to pass a "
+                                    "gradient to; narrow the rule %s" % (name, op, rule))
+            attrs[GRADIENT_ATTR].s = encoded[r]
+            changes.append(NodeChange(name, op, "set", before, targets[r], texts[r]))
+    new.node.extend(added)
+    report = PatchReport(changes=changes, nodes_added=len(added), portable=portable,
+                         rule_matches=[(str(r), len(selected[j])) for j, r in enumerate(rules)])
+    if portable:
+        report.unresolved_left = _non_portable_names(new)
+    return new, report
+
+
+def _set_names_fast(graph_def, view, rules, selected, owner):
+    """`patch` when every change sets a name on a node that has none: the
+    attr is appended to each selected node's bytes (protobuf merges it into
+    the node's attr map), and the new GraphDef is parsed once from them."""
+    texts = [str(r) for r in rules]
+    targets = [r.target for r in rules]
+    entries = []
+    for target in targets:
+        registry.resolve(target)
+        entry = node_def_pb2.NodeDef()
+        entry.attr[GRADIENT_ATTR].s = target.encode("utf-8")
+        entries.append(entry.SerializeToString())
+    for i, r in owner.items():
+        if rules[r].estimator is not None and not _takes_inputs(view.ops[i]):
+            inputs = graph_def.node[i].input
+            if not inputs or inputs[0].startswith("^"):
+                raise RuleError("patch: node %r (op %s) has no input to pass a "
+                                "gradient to; narrow the rule %s"
+                                % (view.names[i], view.ops[i], rules[r]))
+    order = sorted(owner)
+    data = _graphdef_io.append_to_nodes(view.data, {i: entries[owner[i]] for i in order})
+    names, ops = view.names, view.ops
+    changes = [NodeChange(names[i], ops[i], "set", None, targets[owner[i]],
+                          texts[owner[i]]) for i in order]
+    report = PatchReport(changes=changes, rule_matches=[
+        (texts[j], len(selected[j])) for j in range(len(rules))])
+    return graph_pb2.GraphDef.FromString(data), report
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_inputs(op_type):
+    """True if every node of `op_type` has a data input (its OpDef has a
+    single-tensor input argument), so nodes need no check one by one."""
+    op_def = _compat.op_def(op_type)
+    return op_def is not None and any(
+        not (a.number_attr or a.type_list_attr) for a in op_def.input_arg)
+
+
+def _check_single_output(graph_def, owner, rules):
+    """make_portable replaces output 0 only: refuse nodes whose other outputs
+    are used (IdentityN of tf.custom_gradient is handled separately)."""
+    chosen = {graph_def.node[i].name for i in owner
+              if rules[owner[i]].estimator and graph_def.node[i].op != "IdentityN"}
+    if not chosen:
+        return
+    for node in graph_def.node:
+        for inp in node.input:
+            base, sep, index = inp.lstrip("^").partition(":")
+            if sep and index != "0" and base in chosen:
+                raise RuleError(
+                    "make_portable: node %r is used through output %s (by %r); "
+                    "only single-output nodes can be rewritten" % (base, index, node.name))
+
+
+def _non_portable_names(graph_def):
+    if GRADIENT_ATTR_BYTES not in graph_def.SerializeToString():
+        return []
+    out = collections.OrderedDict()
+    for node in graph_def.node:
+        name = gradient_attr(node)
+        if name is not None and (registry.parse_builtin_name(name) is not None
+                                 or not _compat.has_gradient_entry(name)):
+            out.setdefault(name, []).append(node.name)
+    return ["node(s) %s keep gradient %r, which plain TensorFlow cannot resolve"
+            % (", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else ""), name)
+            for name, nodes in out.items()]
+
+
+def patch(graph_def, rules, *, on_no_match="raise"):
+    """Sets, replaces or removes the gradient of the nodes `rules` select.
+
+    An estimator rule sets ``_gradient_op_type`` to the estimator's
+    self-describing name (``graph_override.ste_sign(clip_value=1.0)``), which
+    any process that imports graph_override resolves; its gradient applies to
+    the node's first input. On the IdentityN node that tf.custom_gradient
+    leaves (k results, then k arguments) it instead rewrites the node into
+    the stop_gradient form, the estimator's gradient going to the arguments.
+    The input is not modified.
+
+    Args:
+      graph_def: a `GraphDef`.
+      rules: `Rule` s or ``--map`` strings (see `parse_rule`), or a dict
+        ``{"Sign": "ste_sign"}``. A node selected by several rules gets the
+        first.
+      on_no_match: "raise" (`NoMatchError`), "warn" or "ignore" for a rule
+        that selects no node.
+
+    Returns:
+      ``(new_graph_def, PatchReport)``.
+
+    Raises:
+      RuleError, UnknownOpTypeError, NoMatchError: see above.
+    """
+    return _apply(graph_def, rules, on_no_match, portable=False)
+
+
+def make_portable(graph_def, rules, *, on_no_match="raise"):
+    """Rewrites the selected nodes into stop_gradient subgraphs.
+
+    Node N becomes ``N/graph_override_forward`` (its op, unchanged) and a
+    small subgraph named N computes
+    ``stop_gradient(y) - (stop_gradient(h) - h)`` with
+    ``h = x * stop_gradient(g(x))``: bitwise the same forward values, and the
+    estimator's gradient ``dy * g(x)`` into the first input x, in plain
+    TensorFlow with no graph_override imported. As in `graph_override.stopgrad`,
+    an infinite x gets gradient 0 (x * g(x) would be infinite there, and
+    inf - inf would turn the forward value into NaN). `remove` rules delete the
+    gradient attr. clip_gradient and registered names are refused (neither
+    has a stop_gradient form).
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from graph_override import frozen
+      >>> with tf.Graph().as_default() as g:
+      ...     y = tf.sign(tf.compat.v1.placeholder(tf.float32, name="x"), name="y")
+      >>> portable, report = frozen.make_portable(g.as_graph_def(), ["Sign=ste_sign"])
+      >>> report.nodes_added > 0, [n.op for n in portable.node if n.name == "y"]
+      (True, ['Sub'])
+
+    Returns:
+      ``(new_graph_def, PatchReport)``.
+
+    Raises:
+      RuleError: clip_gradient, a registered name, a multi-output node, a
+        non-float node; UnknownOpTypeError, NoMatchError as in `patch`.
+    """
+    return _apply(graph_def, rules, on_no_match, portable=True)

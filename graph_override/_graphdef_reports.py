@@ -1,0 +1,141 @@
+"""The reports of `graph_override.frozen.inspect`, `patch` and
+`make_portable`: JSON-ready dicts and plain-text tables."""
+
+import dataclasses
+
+__all__ = ["InspectReport", "NodeChange", "PatchReport"]
+
+
+@dataclasses.dataclass
+class NodeChange:
+    """One node changed by `patch` or `make_portable`."""
+    node: str
+    op: str
+    action: str            # "set", "remove", "rewrite"
+    before: str            # the previous _gradient_op_type, or None
+    after: str             # the new one, or None
+    rule: str
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class PatchReport:
+    """What `patch` / `make_portable` did: every node changed, how many each
+    rule selected, the nodes added, and gradient names left that plain
+    TensorFlow cannot resolve."""
+    changes: list
+    rule_matches: list      # [(rule text, number of nodes selected)]
+    nodes_added: int = 0
+    portable: bool = False
+    unresolved_left: list = dataclasses.field(default_factory=list)
+
+    def to_dict(self):
+        return {"portable": self.portable,
+                "changes": [c.to_dict() for c in self.changes],
+                "rules": [{"rule": r, "selected": n} for r, n in self.rule_matches],
+                "nodes_added": self.nodes_added,
+                "unresolved_left": list(self.unresolved_left)}
+
+    def format(self, limit=50):
+        lines = ["%d node(s) changed%s:" % (
+            len(self.changes), " (made portable, %d node(s) added)" % self.nodes_added
+            if self.portable else "")]
+        rows = [("node", "op", "action", "gradient before", "gradient after")]
+        rows += [(c.node, c.op, c.action, c.before or "-", c.after or "-")
+                 for c in self.changes[:limit]]
+        lines += _table(rows)
+        if len(self.changes) > limit:
+            lines.append("  ... and %d more (use --json for all)"
+                         % (len(self.changes) - limit))
+        for rule, n in self.rule_matches:
+            lines.append("rule %s: %d node(s) selected" % (rule, n))
+        for item in self.unresolved_left:
+            lines.append("warning: %s" % item)
+        return "\n".join(lines)
+
+    __str__ = format
+
+
+@dataclasses.dataclass
+class InspectReport:
+    """What `inspect` found; `to_dict` for JSON, `format` for a table."""
+    nodes: int
+    op_types: dict                       # op type -> count, most common first
+    gradient_failures: list              # dicts: node, op, gradient, reason
+    gradient_names: list                 # dicts: name, count, resolvable, needs_graph_override, nodes
+    risky_ops: list                      # dicts: node, op, reason
+    zero_gradients: list = dataclasses.field(default_factory=list)  # dicts: node, op, reason
+    functions: int = 0
+
+    @property
+    def ok(self):
+        """True if no gradient fails or vanishes and no risky op was found."""
+        return not (self.gradient_failures or self.zero_gradients or self.risky_ops)
+
+    def to_dict(self):
+        return {"nodes": self.nodes, "functions": self.functions,
+                "op_types": dict(self.op_types),
+                "gradient_failures": list(self.gradient_failures),
+                "gradient_names": list(self.gradient_names),
+                "zero_gradients": list(self.zero_gradients),
+                "risky_ops": list(self.risky_ops), "ok": self.ok}
+
+    def format(self, limit=30):
+        lines = ["%d nodes, %d op types%s" % (
+            self.nodes, len(self.op_types),
+            ", %d library functions" % self.functions if self.functions else "")]
+        lines += _table([("op type", "count")] + [
+            (op, str(n)) for op, n in list(self.op_types.items())[:limit]])
+        if len(self.op_types) > limit:
+            lines.append("  ... %d more op types (use --json)" % (len(self.op_types) - limit))
+        lines.append("")
+        if self.gradient_names:
+            lines.append("gradient names (_gradient_op_type):")
+            lines += _table([("name", "nodes", "resolves here", "needs graph_override")] + [
+                (g["name"], str(g["count"]), "yes" if g["resolvable"] else "NO",
+                 "yes" if g["needs_graph_override"] else "no")
+                for g in self.gradient_names])
+        else:
+            lines.append("gradient names (_gradient_op_type): none")
+        lines.append("")
+        if self.gradient_failures:
+            lines.append("%d node(s) whose gradient will fail:" % len(self.gradient_failures))
+            lines += _table([("node", "op", "gradient", "why")] + [
+                (f["node"], f["op"], f["gradient"], f["reason"])
+                for f in self.gradient_failures[:limit]])
+            if len(self.gradient_failures) > limit:
+                lines.append("  ... and %d more (use --json)"
+                             % (len(self.gradient_failures) - limit))
+        else:
+            lines.append("gradients: every differentiable node has a gradient")
+        lines.append("")
+        if self.zero_gradients:
+            lines.append("%d node(s) whose gradient is zero everywhere (tf.gradients "
+                         "gives zeros or None through them):" % len(self.zero_gradients))
+            lines += _table([("node", "op", "why")] + [
+                (z["node"], z["op"], z["reason"]) for z in self.zero_gradients[:limit]])
+            if len(self.zero_gradients) > limit:
+                lines.append("  ... and %d more (use --json)"
+                             % (len(self.zero_gradients) - limit))
+            lines.append("")
+        if self.risky_ops:
+            lines.append("%d risky op(s) for an untrusted graph:" % len(self.risky_ops))
+            lines += _table([("node", "op", "why")] + [
+                (r["node"], r["op"], r["reason"]) for r in self.risky_ops[:limit]])
+        else:
+            lines.append("risky ops (file I/O, PyFunc, ...): none")
+        return "\n".join(lines)
+
+    __str__ = format
+
+
+def _table(rows):
+    widths = [min(60, max(len(r[i]) for r in rows)) for i in range(len(rows[0]))]
+    out = []
+    for j, row in enumerate(rows):
+        out.append("  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if j == 0:
+            out.append("  " + "  ".join("-" * w for w in widths))
+    return out

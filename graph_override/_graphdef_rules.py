@@ -1,0 +1,251 @@
+"""Patch rules: which nodes of a GraphDef to change, and how (see
+`graph_override.frozen`)."""
+
+import dataclasses
+import fnmatch
+import re
+import warnings
+
+from graph_override import _compat, _graphdef_io, estimators, registry
+from graph_override.errors import (GraphOverrideError, NoMatchError,
+                                   UnknownGradientError, UnknownOpTypeError)
+
+__all__ = ["GRADIENT_ATTR", "GRADIENT_ATTR_BYTES", "Rule", "RuleError", "View",
+           "as_rules", "check_matches", "gradient_attr", "parse_rule", "select"]
+
+GRADIENT_ATTR = "_gradient_op_type"
+GRADIENT_ATTR_BYTES = GRADIENT_ATTR.encode()
+
+
+class RuleError(GraphOverrideError, ValueError):
+    """A patch rule is malformed, or cannot be applied to a node it selects."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """Which nodes to change (selectors, all given must match) and how (one
+    action).
+
+    Selectors: `op_type` (exact, e.g. "Sign"), `name_regex` (``re.search`` on
+    the node name), `gradient_op_type` (a glob on the node's current
+    ``_gradient_op_type``, e.g. "CustomGradient-*").
+
+    Actions: `estimator` (+ `params`) sets a built-in estimator's gradient;
+    `gradient` sets a registered gradient name; `remove` deletes the
+    ``_gradient_op_type`` attr, so the op's own gradient applies again.
+
+    Example:
+      >>> from graph_override.frozen import Rule, parse_rule
+      >>> parse_rule("Identity=flip_gradient:scale=0.5") == Rule(
+      ...     "Identity", estimator="flip_gradient", params={"scale": 0.5})
+      True
+      >>> Rule("Sign", estimator="ste_sign").target
+      'graph_override.ste_sign(clip_value=1.0)'
+    """
+
+    op_type: str = None
+    name_regex: str = None
+    gradient_op_type: str = None
+    estimator: str = None
+    params: dict = None
+    gradient: str = None
+    remove: bool = False
+
+    def __post_init__(self):
+        if self.op_type is None and self.name_regex is None and self.gradient_op_type is None:
+            raise RuleError("a rule needs a selector: op_type, name_regex or "
+                            "gradient_op_type")
+        actions = (self.estimator is not None) + (self.gradient is not None) + bool(self.remove)
+        if actions != 1:
+            raise RuleError("a rule needs exactly one action: estimator=..., "
+                            "gradient=... or remove=True; got %d" % actions)
+        if self.op_type is not None and not _compat.is_op_type(self.op_type):
+            hints = _compat.op_type_suggestions(self.op_type)
+            raise UnknownOpTypeError(
+                "rule selects op type %r, which TensorFlow does not know.%s" % (
+                    self.op_type, (" Did you mean %s?" % " or ".join(
+                        repr(h) for h in hints)) if hints else ""))
+        if self.name_regex is not None:
+            try:
+                re.compile(self.name_regex)
+            except re.error as e:
+                raise RuleError("rule name_regex %r is not a valid regular "
+                                "expression: %s" % (self.name_regex, e)) from e
+        if self.estimator is not None:
+            try:
+                params = estimators.normalize(self.estimator, dict(self.params or {}))
+            except (TypeError, ValueError) as e:
+                raise RuleError("rule %s: %s" % (self.describe_selector(), e)) from e
+            object.__setattr__(self, "params", dict(params))
+        elif self.params:
+            raise RuleError("rule parameters %r need an estimator" % (self.params,))
+        if self.gradient is not None and not registry.is_resolvable(self.gradient):
+            try:
+                registry.resolve(self.gradient)
+            except UnknownGradientError as e:
+                raise RuleError("rule %s: %s" % (self.describe_selector(), e)) from e
+
+    @property
+    def target(self):
+        """The gradient name this rule sets, or None for `remove`."""
+        if self.estimator is not None:
+            return registry.builtin_name(
+                self.estimator, estimators.normalize(self.estimator, self.params))
+        return self.gradient
+
+    def describe_selector(self):
+        parts = []
+        if self.op_type is not None:
+            parts.append("op type %s" % self.op_type)
+        if self.name_regex is not None:
+            parts.append("name ~ /%s/" % self.name_regex)
+        if self.gradient_op_type is not None:
+            parts.append("gradient %s" % self.gradient_op_type)
+        return " and ".join(parts)
+
+    def __str__(self):
+        action = ("remove" if self.remove else self.target)
+        return "%s -> %s" % (self.describe_selector(), action)
+
+
+def _parse_value(text):
+    text = text.strip()
+    if text == "None":
+        return None
+    if re.fullmatch(r"[+-]?\d+", text):
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        raise RuleError("parameter value %r is not a number" % text) from None
+
+
+def parse_rule(text, *, name_regex=None):
+    """Parses a CLI ``--map`` string into a `Rule`.
+
+    Syntax: ``SELECTOR=ACTION``. SELECTOR is an op type (``Sign``), ``*``
+    (any op type; use with `name_regex`) or ``gradient:GLOB`` (nodes whose
+    ``_gradient_op_type`` matches, e.g. ``gradient:CustomGradient-*``).
+    ACTION is a built-in estimator with optional parameters
+    (``ste_sign``, ``flip_gradient:scale=0.5``,
+    ``ste_tern:threshold_value=0.1,clip_value=1``), ``remove``, or a
+    registered gradient name (``Identity``).
+
+    Example:
+      >>> from graph_override.frozen import parse_rule
+      >>> str(parse_rule("gradient:CustomGradient-*=remove"))
+      'gradient CustomGradient-* -> remove'
+
+    Raises:
+      RuleError: malformed text (the message quotes it).
+      UnknownOpTypeError: the op type is unknown (with suggestions).
+    """
+    if not isinstance(text, str) or "=" not in text:
+        raise RuleError("--map %r: expected SELECTOR=ACTION, e.g. Sign=ste_sign "
+                        "or Identity=flip_gradient:scale=0.5" % (text,))
+    selector, _, action = (s.strip() for s in text.partition("="))
+    kwargs = {"name_regex": name_regex}
+    if selector.startswith("gradient:"):
+        kwargs["gradient_op_type"] = selector[len("gradient:"):]
+        if not kwargs["gradient_op_type"]:
+            raise RuleError("--map %r: 'gradient:' needs a name or glob" % text)
+    elif selector == "*":
+        if name_regex is None:
+            raise RuleError("--map %r: '*' selects every node; combine it with "
+                            "a name regex (--select)" % text)
+    elif selector:
+        kwargs["op_type"] = selector
+    else:
+        raise RuleError("--map %r: nothing before '='" % text)
+    name, _, param_text = action.partition(":")
+    if name in estimators.ESTIMATORS:
+        params = {}
+        for item in filter(None, (p.strip() for p in param_text.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip().isidentifier():
+                raise RuleError("--map %r: parameter %r should be KEY=VALUE"
+                                % (text, item))
+            params[key.strip()] = _parse_value(value)
+        kwargs.update(estimator=name, params=params)
+    elif action == "remove":
+        kwargs["remove"] = True
+    elif action:
+        kwargs["gradient"] = action
+    else:
+        raise RuleError("--map %r: nothing after '='" % text)
+    try:
+        return Rule(**kwargs)
+    except RuleError as e:
+        raise RuleError("--map %r: %s" % (text, e)) from e
+
+
+def as_rules(rules):
+    if isinstance(rules, (Rule, str)):
+        rules = [rules]
+    elif isinstance(rules, dict):
+        rules = ["%s=%s" % kv for kv in rules.items()]
+    out = [r if isinstance(r, Rule) else parse_rule(r) for r in rules]
+    if not out:
+        raise RuleError("no rules given")
+    return out
+
+
+def gradient_attr(node):
+    attr = node.attr.get(GRADIENT_ATTR)
+    return None if attr is None else attr.s.decode("utf-8", "replace")
+
+
+class View:
+    """Names and op types of a GraphDef's nodes, read once from its bytes
+    (a C-level pass; see graph_override._graphdef_io), and whether any node
+    may carry a gradient name."""
+
+    def __init__(self, graph_def):
+        self.data = graph_def.SerializeToString()
+        index = _graphdef_io.fast_index(self.data, len(graph_def.node))
+        if index is None:  # unchecked, odd graph: read node by node
+            index = ([n.name for n in graph_def.node], [n.op for n in graph_def.node])
+        self.names, self.ops = index[0], index[1]
+        self.has_gradient_attrs = GRADIENT_ATTR_BYTES in self.data
+
+
+def select(graph_def, view, rules):
+    """{rule index: [node indices]} and {node index: rule index}, the first
+    rule selecting a node winning."""
+    nodes = graph_def.node
+    attrs = None
+    selected, owner = {}, {}
+    for r, rule in enumerate(rules):
+        if rule.op_type is not None:
+            idx = [i for i, op in enumerate(view.ops) if op == rule.op_type]
+        else:
+            idx = range(len(view.ops))
+        if rule.name_regex is not None:
+            search = re.compile(rule.name_regex).search
+            names = view.names
+            idx = [i for i in idx if search(names[i])]
+        if rule.gradient_op_type is not None:
+            if attrs is None:
+                attrs = {i: gradient_attr(n) for i, n in enumerate(nodes)
+                         if view.has_gradient_attrs and GRADIENT_ATTR in n.attr}
+            idx = [i for i in idx if attrs.get(i) is not None
+                   and fnmatch.fnmatchcase(attrs[i], rule.gradient_op_type)]
+        selected[r] = list(idx)
+        for i in selected[r]:
+            owner.setdefault(i, r)
+    return selected, owner
+
+
+def check_matches(rules, selected, on_no_match):
+    if on_no_match not in ("raise", "warn", "ignore"):
+        raise ValueError("on_no_match must be 'raise', 'warn' or 'ignore', got %r"
+                         % (on_no_match,))
+    empty = [str(rules[r]) for r, idx in selected.items() if not idx]
+    if empty and on_no_match != "ignore":
+        msg = ("rule(s) selected no node: %s. Check the op type and regex "
+               "against `graph-override inspect` (op type counts)" % "; ".join(empty))
+        if on_no_match == "raise":
+            raise NoMatchError(msg + ", or allow it (on_no_match='ignore', "
+                               "--allow-no-match).")
+        from graph_override.scope import NoMatchWarning  # pylint: disable=import-outside-toplevel
+        warnings.warn(msg, NoMatchWarning, stacklevel=3)
