@@ -384,3 +384,22 @@ def test_estimator_table_covers_every_estimator():
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_fast_and_message_paths_agree_and_keep_other_fields():
+    """Names set on nodes without one are appended to the nodes' bytes; with
+    a gradient attr somewhere in the graph every node is edited as a message.
+    Both keep the library and versions and give the same nodes."""
+    original = _graph("Sign")
+    original.versions.producer = 1234
+    original.library.function.add().signature.name = "unused_function"
+    fast, fast_report = frozen.patch(original, "Sign=ste_sign")
+    marked = tf.compat.v1.GraphDef()
+    marked.CopyFrom(original)
+    marked.node[0].attr[frozen.GRADIENT_ATTR].s = b"Identity"  # forces the message path
+    slow, slow_report = frozen.patch(marked, "Sign=ste_sign")
+    del slow.node[0].attr[frozen.GRADIENT_ATTR]
+    assert fast == slow
+    assert fast.versions.producer == 1234
+    assert fast.library.function[0].signature.name == "unused_function"
+    assert fast_report.to_dict() == slow_report.to_dict()
