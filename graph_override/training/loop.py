@@ -108,24 +108,19 @@ def _scalar_summary(values):
         for k, v in sorted(values.items())])
 
 
-def _restore_or_init(sess_manager, master, saver, variables, checkpoint_dir,
-                     is_chief, config, log, wait_secs):
+def _restore_or_init(sess_manager, master, saver, path, is_chief, config, wait_secs):
     if not is_chief:
         try:
             return sess_manager.wait_for_session(master, config=config,
-                                                 max_wait_secs=wait_secs), None
+                                                 max_wait_secs=wait_secs)
         except tf.errors.DeadlineExceededError as e:
             raise cluster_lib.ClusterUnreachableError(
                 "worker waited %.0f s for the chief (worker task 0) to "
                 "initialize the variables on the parameter servers; start the "
                 "chief, or check the cluster spec" % wait_secs) from e
-    path = tf.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
-    if path:
-        check_checkpoint(path, variables, checkpoint_dir)
-    sess = sess_manager.prepare_session(
+    return sess_manager.prepare_session(
         master, init_op=tf.compat.v1.global_variables_initializer(), saver=saver,
         checkpoint_filename_with_path=path, config=config)
-    return sess, path
 
 
 def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
@@ -194,6 +189,10 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         with tf.compat.v1.device(device_fn):
             model = build()
         saver = tf.compat.v1.train.Saver(max_to_keep=3)
+        path = (tf.train.latest_checkpoint(checkpoint_dir)
+                if checkpoint_dir and is_chief else None)
+        if path:  # before TensorFlow's own, obscure, restore errors
+            check_checkpoint(path, tf.compat.v1.global_variables(), checkpoint_dir)
         sess_manager = tf.compat.v1.train.SessionManager(
             ready_op=tf.compat.v1.report_uninitialized_variables(), graph=graph,
             recovery_wait_secs=0.5)
@@ -203,14 +202,13 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         steps_per_epoch = len(train_feeds(model, 0))
         total = epochs * steps_per_epoch
         wait = (cluster.timeout_ms / 1000.0) if cluster is not None else 0
-        sess, restored = _restore_or_init(
-            sess_manager, master, saver, tf.compat.v1.global_variables(),
-            checkpoint_dir, is_chief, config, log, wait)
+        sess = _restore_or_init(sess_manager, master, saver, path, is_chief,
+                                config, wait)
         writer = (tf.compat.v1.summary.FileWriter(logdir, graph)
                   if logdir and is_chief else None)
         start = int(sess.run(model.global_step))
-        if restored:
-            log("resumed from %s at step %d" % (restored, start))
+        if path:
+            log("resumed from %s at step %d" % (path, start))
         result = _run_epochs(sess, model, saver, writer, summary_op, train_feeds,
                              eval_sets, steps_per_epoch, total, start,
                              checkpoint_dir if is_chief else None,
