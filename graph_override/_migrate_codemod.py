@@ -46,6 +46,7 @@ class _Registration:
         self.arg, self.scope, self.line = arg, scope, line
         self.uses = 0            # map values in this file that name it
         self.converted_uses = 0  # ... that became a direct reference
+        self.conditional = False  # defined under if/for/while/try/with
 
 
 def _string_value(node):
@@ -141,6 +142,7 @@ class _Analyzer(cst.CSTVisitor):
         self.graph_names_done = set() # graph Name nodes of converted scopes
         self.name_values_done = set() # gradient-name Name nodes now references
         self.assign_lines = {}        # target Name of `name = value` -> its line
+        self.blocks = [0]             # if/for/while/try/with depth per def body
 
     # -- helpers ------------------------------------------------------------
     def line(self, node):
@@ -195,7 +197,30 @@ class _Analyzer(cst.CSTVisitor):
         self.plan.helper = "_go_" + HELPER
         return True
 
+    def _enter_block(self, node):
+        self.blocks[-1] += 1
+
+    def _leave_block(self, original_node):
+        self.blocks[-1] -= 1
+
+    visit_If = visit_For = visit_While = visit_Try = _enter_block
+    leave_If = leave_For = leave_While = leave_Try = _leave_block
+
+    def visit_ClassDef(self, node):
+        self.blocks.append(0)
+
+    def leave_ClassDef(self, original_node):
+        self.blocks.pop()
+
+    def leave_FunctionDef(self, original_node):
+        self.blocks.pop()
+
     def visit_FunctionDef(self, node):
+        # A def under if/for/while/try/with may not run (the common
+        # `if not GRAD_DEFINED:` or `try: ... except KeyError:` guards against
+        # registering twice), so its function is never referenced directly.
+        conditional = self.blocks[-1] > 0
+        self.blocks.append(0)
         for dec in node.decorators:
             call = dec.decorator
             if not isinstance(call, cst.Call):
@@ -212,8 +237,9 @@ class _Analyzer(cst.CSTVisitor):
                 key = ("var", self._assignments(arg))
             else:
                 continue
-            self.registrations.append(_Registration(
-                node, dec, key, arg, self.scope(node), self.line(dec)))
+            reg = _Registration(node, dec, key, arg, self.scope(node), self.line(dec))
+            reg.conditional = conditional
+            self.registrations.append(reg)
 
     def visit_SimpleStatementLine(self, node):
         if len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
@@ -222,6 +248,7 @@ class _Analyzer(cst.CSTVisitor):
                 self.assign_lines[targets[0].target] = node
 
     def visit_With(self, node):
+        self.blocks[-1] += 1
         idx = self.override_items(node)
         if not idx:
             return True
@@ -233,6 +260,7 @@ class _Analyzer(cst.CSTVisitor):
         return True
 
     def leave_With(self, original_node):
+        self.blocks[-1] -= 1
         if self.override_items(original_node):
             self.in_override -= 1
 
@@ -267,13 +295,15 @@ class _Analyzer(cst.CSTVisitor):
         work = _Work()
         self._analyze_with(with_node, {}, work)
         if not work.reasons:
+            # Every call in the scope is known, so an entry no call matched
+            # re-routed nothing in the legacy code either (a typo such as
+            # "sign", or a leftover): dropping it keeps the behaviour.
             for line, key in work.keys:
                 if key not in work.converted_types:
-                    work.reasons.append((line, "map key %r matches no call in the "
-                                         "scope that this tool recognizes, so the "
-                                         "entry may re-route ops it cannot see (or "
-                                         "none: op types are CamelCase, e.g. "
-                                         "'Sign'); convert it by hand" % key))
+                    work.changed.append((line, "map key %r matches no op created "
+                                         "in this scope, so it re-routed nothing "
+                                         "(check it: op types are CamelCase, e.g. "
+                                         "'Sign'); dropped" % key))
         if work.reasons:
             for line, reason in work.reasons:
                 self.plan.untouched.append((line, reason))
@@ -385,6 +415,8 @@ class _Analyzer(cst.CSTVisitor):
         if len(regs) != 1:
             return None
         reg = regs[0]
+        if reg.conditional:
+            return None
         name = reg.func.name.value
         scope = self.scope(use)
         if scope is None:
