@@ -8,7 +8,7 @@ from tensorflow.core.framework import graph_pb2
 
 from graph_override import _compat, registry
 from graph_override._graphdef_reports import InspectReport
-from graph_override._graphdef_rules import GRADIENT_ATTR, gradient_attr
+from graph_override._graphdef_rules import GRADIENT_ATTR, View, gradient_attr
 from graph_override.errors import GraphDefError
 
 __all__ = ["RISKY_OPS", "ZERO_GRADIENT_OPS", "inspect"]
@@ -49,26 +49,25 @@ RISKY_OPS = {
 ZERO_GRADIENT_OPS = ("Sign", "Round", "Floor", "Ceil", "Rint")
 
 
-def _gradient_failure(node, library):
-    """Why tf.gradients would fail on `node`, or None."""
-    name = gradient_attr(node)
-    if name is not None:
-        if registry.is_resolvable(name):
-            return None
-        why = ("gradient name %r is not registered in this process" % name)
-        if name.startswith("CustomGradient-"):
-            why += (" (tf.custom_gradient names die with the process that "
-                    "built the graph)")
-        return name, why + "; patch it (--map 'gradient:%s=<estimator>|remove')" % name
-    if node.op in library:
+def _name_failure(name):
+    """Why tf.gradients fails on a node whose _gradient_op_type is `name`."""
+    if registry.is_resolvable(name):
         return None
-    if _compat.has_gradient_entry(node.op):
+    why = "gradient name %r is not registered in this process" % name
+    if name.startswith("CustomGradient-"):
+        why += " (tf.custom_gradient names die with the process that built the graph)"
+    return name, why + "; patch it (--map 'gradient:%s=<estimator>|remove')" % name
+
+
+def _op_failure(op, library):
+    """Why tf.gradients fails on a node of type `op` with no gradient name."""
+    if op in library or _compat.has_gradient_entry(op):
         return None
-    if not _compat.is_op_type(node.op):
-        return node.op, ("unknown op type %s: not registered in this TensorFlow "
-                         "(load its op library first)" % node.op)
-    return node.op, ("No gradient defined for operation type %s; patch it with "
-                     "an estimator or a registered name" % node.op)
+    if not _compat.is_op_type(op):
+        return op, ("unknown op type %s: not registered in this TensorFlow "
+                    "(load its op library first)" % op)
+    return op, ("No gradient defined for operation type %s; patch it with "
+                "an estimator or a registered name" % op)
 
 
 _DIFFERENTIABLE = frozenset(
@@ -98,24 +97,21 @@ def _may_carry_gradient(node):
     return False
 
 
-def _consumers(graph_def):
-    """node name -> [(consumer op, consumer has a gradient name)]"""
-    out = collections.defaultdict(list)
-    for node in graph_def.node:
-        named = GRADIENT_ATTR in node.attr
-        for inp in node.input:
-            if not inp.startswith("^"):
-                out[inp.partition(":")[0]].append((node.op, named))
-    return out
-
-
-def _gradient_bypassed(name, consumers):
-    """True if every consumer of `name` stops its gradient or replaces it
-    (StopGradient; the IdentityN of tf.custom_gradient): the zero gradient of
-    the op itself is never used."""
-    uses = consumers.get(name)
-    return bool(uses) and all(op == "StopGradient" or (op == "IdentityN" and named)
-                              for op, named in uses)
+def _bypassed(graph_def, view, attrs, candidates):
+    """The candidate names all of whose data consumers stop or replace their
+    gradient (StopGradient; the IdentityN of tf.custom_gradient), so the
+    zero gradient of the op itself is never used."""
+    uses = collections.Counter(view.inputs)
+    total = {n: uses[n] + uses[n + ":0"] for n in candidates}
+    by_bypass = collections.Counter()
+    nodes = graph_def.node
+    for i, op in enumerate(view.ops):
+        if op == "StopGradient" or (op == "IdentityN" and i in attrs):
+            for ref in nodes[i].input:
+                base = ref[:-2] if ref.endswith(":0") else ref
+                if base in total:
+                    by_bypass[base] += 1
+    return {n for n, count in total.items() if count and count == by_bypass[n]}
 
 
 def inspect(graph_def):
@@ -144,33 +140,49 @@ def inspect(graph_def):
         raise GraphDefError("inspect(): expected a tf.compat.v1.GraphDef, got %s"
                             % type(graph_def).__name__)
     library = {f.signature.name for f in graph_def.library.function}
-    counts = collections.Counter()
+    view = View(graph_def)
+    ops, node_names, nodes = view.ops, view.names, graph_def.node
+    counts = collections.Counter(ops)
+    op_failures = {op: _op_failure(op, library) for op in counts}
+    # Only nodes of these types, or with a gradient name, need a closer look.
+    look = {op for op, f in op_failures.items() if f is not None}
+    look.update(op for op in counts if op in ZERO_GRADIENT_OPS or op in RISKY_OPS)
+    attrs = {}
+    if view.has_gradient_attrs:
+        attrs = {i: gradient_attr(n) for i, n in enumerate(nodes) if GRADIENT_ATTR in n.attr}
+    candidates = sorted({i for i, op in enumerate(ops) if op in look} | set(attrs))
+    zero_names = [node_names[i] for i in candidates
+                  if ops[i] in ZERO_GRADIENT_OPS and i not in attrs]
+    bypassed = _bypassed(graph_def, view, attrs, zero_names) if zero_names else set()
     failures, risky, zero = [], [], []
-    consumers = _consumers(graph_def) if any(
-        op in ZERO_GRADIENT_OPS for op in (n.op for n in graph_def.node)) else {}
     names = collections.OrderedDict()
-    for node in graph_def.node:
-        counts[node.op] += 1
-        if node.op in RISKY_OPS:
-            risky.append({"node": node.name, "op": node.op, "reason": RISKY_OPS[node.op]})
-        gname = gradient_attr(node)
+    name_failures = {}
+    for i in candidates:
+        op, name, node = ops[i], node_names[i], nodes[i]
+        if op in RISKY_OPS:
+            risky.append({"node": name, "op": op, "reason": RISKY_OPS[op]})
+        gname = attrs.get(i)
         if gname is not None:
             entry = names.setdefault(gname, {"name": gname, "count": 0, "nodes": []})
             entry["count"] += 1
             if len(entry["nodes"]) < 10:
-                entry["nodes"].append(node.name)
+                entry["nodes"].append(name)
         if (not node.input or node.input[0].startswith("^")
                 or not _may_carry_gradient(node)):
             continue
-        if (gname is None and node.op in ZERO_GRADIENT_OPS
-                and not _gradient_bypassed(node.name, consumers)):
-            zero.append({"node": node.name, "op": node.op, "reason": (
+        if gname is None and op in ZERO_GRADIENT_OPS and name not in bypassed:
+            zero.append({"node": name, "op": op, "reason": (
                 "%s has zero gradient; patch with e.g. --map %s=%s" % (
-                    node.op, node.op, "ste_sign" if node.op == "Sign" else
-                    "ste_round" if node.op in ("Round", "Rint") else "ste_floor"))})
-        failure = _gradient_failure(node, library)
+                    op, op, "ste_sign" if op == "Sign" else
+                    "ste_round" if op in ("Round", "Rint") else "ste_floor"))})
+        if gname is None:
+            failure = op_failures[op]
+        else:
+            if gname not in name_failures:
+                name_failures[gname] = _name_failure(gname)
+            failure = name_failures[gname]
         if failure is not None:
-            failures.append({"node": node.name, "op": node.op,
+            failures.append({"node": name, "op": op,
                              "gradient": failure[0], "reason": failure[1]})
     for function in graph_def.library.function:
         for node in function.node_def:

@@ -196,16 +196,18 @@ def gradient_attr(node):
 
 
 class View:
-    """Names and op types of a GraphDef's nodes, read once from its bytes
-    (a C-level pass; see graph_override._graphdef_io), and whether any node
-    may carry a gradient name."""
+    """Names and op types of a GraphDef's nodes and all their inputs (in one
+    flat list), read once from its bytes (a C-level pass; see
+    graph_override._graphdef_io), and whether any node may carry a gradient
+    name."""
 
     def __init__(self, graph_def):
         self.data = graph_def.SerializeToString()
         index = _graphdef_io.fast_index(self.data, len(graph_def.node))
         if index is None:  # unchecked, odd graph: read node by node
-            index = ([n.name for n in graph_def.node], [n.op for n in graph_def.node])
-        self.names, self.ops = index[0], index[1]
+            index = ([n.name for n in graph_def.node], [n.op for n in graph_def.node],
+                     [i for n in graph_def.node for i in n.input])
+        self.names, self.ops, self.inputs = index
         self.has_gradient_attrs = GRADIENT_ATTR_BYTES in self.data
 
 
