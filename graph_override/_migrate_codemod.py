@@ -461,20 +461,23 @@ class _Analyzer(cst.CSTVisitor):
                     known = False
                 else:
                     types |= t
+            hint = "".join("; " + tables.HINTS[n] for n in sorted(names)
+                           if n in tables.HINTS)
             if not known:
                 work.reasons.append((line, "%s is not in this tool's table of "
                                      "TensorFlow functions; it may create ops the "
-                                     "map re-routes (%s)" % (
-                                         _code(call.func), ", ".join(sorted(mapped)))))
+                                     "map re-routes (%s)%s" % (
+                                         _code(call.func), ", ".join(sorted(mapped)),
+                                         hint)))
                 return
             hit = types & mapped
             if not hit:
                 return
             if len(types) != 1:
                 work.reasons.append((line, "%s creates %s depending on its "
-                                     "arguments; convert it by hand" % (
+                                     "arguments; convert it by hand%s" % (
                                          _code(call.func),
-                                         " or ".join(sorted(types)))))
+                                         " or ".join(sorted(types)), hint)))
                 return
             op_type = next(iter(types))
             grad = mapping[op_type]

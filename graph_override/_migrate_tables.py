@@ -14,6 +14,7 @@ import re
 __all__ = [
     "BUILTIN_OPS",
     "GRAPH_GETTERS",
+    "HINTS",
     "OPERATOR_OPS",
     "REGISTER_GRADIENT",
     "SAFE_METHODS",
@@ -110,6 +111,16 @@ for _type, _names in _SINGLE.items():
         OP_TYPES[_name] = frozenset([_type])
 for _name, _types in _SEVERAL.items():
     OP_TYPES[_name] = frozenset(_types)
+
+# What to do instead, for TensorFlow functions that are common in override
+# scopes but cannot be converted by this tool.
+HINTS = {
+    "py_func": "tf.py_func creates a PyFunc op; in TF2 use tf.py_function inside "
+               "a tf.custom_gradient function and call the gradient there",
+    "matmul": "wrap it as op_with_gradient(tf.linalg.matmul, ...) only where "
+              "both inputs are matrices (MatMul); batched inputs create "
+              "BatchMatMulV2",
+}
 
 REGISTER_GRADIENT = "RegisterGradient"
 GRAPH_GETTERS = ("get_default_graph",)

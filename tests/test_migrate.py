@@ -160,6 +160,8 @@ UNSAFE = [
      "not in this tool's table"),
     ('with g.gradient_override_map({"MatMul": "A"}):\n    y = tf.matmul(x, w)\n',
      "depending on its arguments"),
+    ('with g.gradient_override_map({"PyFunc": "N"}):\n    y = tf.py_func(f, [x], tf.float32)\n',
+     "in TF2 use tf.py_function inside a tf.custom_gradient"),
     ('with g.gradient_override_map({"Mul": "A"}):\n    y = x * w\n',
      "the operator 'x * w' may create Mul"),
     ('with g.gradient_override_map({"Sign": "A"}):\n    f = lambda: tf.sign(x)\n',
