@@ -114,13 +114,35 @@ def _bypassed(graph_def, view, attrs, candidates):
     return {n for n, count in total.items() if count and count == by_bypass[n]}
 
 
+def _of_constants(graph_def, view, candidates):
+    """The candidate names whose first input is a Const (possibly through
+    Identity nodes): frozen weights, which no gradient is ever asked for."""
+    index = {name: i for i, name in enumerate(view.names)}
+    nodes, out = graph_def.node, set()
+    for name in candidates:
+        i = index[name]
+        for _ in range(4):
+            inputs = nodes[i].input
+            if not inputs or inputs[0].startswith("^"):
+                break
+            i = index.get(inputs[0].partition(":")[0])
+            if i is None or view.ops[i] != "Identity":
+                break
+        if i is not None and view.ops[i] == "Const":
+            out.add(name)
+    return out
+
+
 def inspect(graph_def):
     """Op types, nodes whose gradient will fail, gradient names, risky ops.
 
     A node's gradient will fail in ``tf.gradients`` when its
     ``_gradient_op_type`` does not resolve in this process, or its op type
     has no registry entry at all (ops marked NotDifferentiable are fine:
-    they pass no gradient). Nodes without data inputs are skipped.
+    they pass no gradient). Nodes without data inputs are skipped. Sign,
+    Round, Floor, Ceil and Rint nodes are listed as zero-gradient nodes unless
+    they only binarize constants (frozen weights) or feed a StopGradient or a
+    tf.custom_gradient IdentityN.
 
     Example:
       >>> import tensorflow as tf
@@ -153,7 +175,10 @@ def inspect(graph_def):
     candidates = sorted({i for i, op in enumerate(ops) if op in look} | set(attrs))
     zero_names = [node_names[i] for i in candidates
                   if ops[i] in ZERO_GRADIENT_OPS and i not in attrs]
-    bypassed = _bypassed(graph_def, view, attrs, zero_names) if zero_names else set()
+    bypassed = set()
+    if zero_names:
+        bypassed = _bypassed(graph_def, view, attrs, zero_names)
+        bypassed.update(_of_constants(graph_def, view, zero_names))
     failures, risky, zero = [], [], []
     names = collections.OrderedDict()
     name_failures = {}

@@ -22,6 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+tf.get_logger().setLevel("ERROR")  # the TF1 freezing API warns it is deprecated
+
 SIZES = (16, 32, 32, 4)
 
 

@@ -403,3 +403,12 @@ def test_fast_and_message_paths_agree_and_keep_other_fields():
     assert fast.versions.producer == 1234
     assert fast.library.function[0].signature.name == "unused_function"
     assert fast_report.to_dict() == slow_report.to_dict()
+
+
+def test_inspect_skips_binarized_constants():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
+        w = tf.identity(tf.constant([[1.0], [-2.0]]), name="w_read")
+        tf.sign(tf.matmul(x, tf.sign(w, name="w_sign")), name="act_sign")
+    assert [z["node"] for z in frozen.inspect(g.as_graph_def()).zero_gradients] == [
+        "act_sign"]
