@@ -20,7 +20,7 @@ from graph_override.training import recipes, scripting
 
 def _parser():
     parser = scripting.new_parser(
-        __doc__.split("\n\n")[0],
+        __file__, __doc__.split("\n\n")[0],
         "examples:\n  python scripts/train_bnn.py --family stopgrad --seed 1\n"
         "  python scripts/train_bnn.py --logdir /tmp/bnn_logs && "
         "tensorboard --logdir /tmp/bnn_logs")

@@ -21,7 +21,7 @@ from graph_override.training import recipes, scripting
 
 def _parser():
     parser = scripting.new_parser(
-        __doc__.split("\n\n")[0],
+        __file__, __doc__.split("\n\n")[0],
         "examples:\n  python scripts/train_dann.py --family stopgrad --seed 2\n"
         "  python scripts/train_dann.py --reversal-scale 0.5 --no-source-only")
     scripting.add_common_flags(parser, epochs=100)

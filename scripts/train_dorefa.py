@@ -30,7 +30,7 @@ def _bits(text):
 
 def _parser():
     parser = scripting.new_parser(
-        __doc__.split("\n\n")[0],
+        __file__, __doc__.split("\n\n")[0],
         "example:\n  python scripts/train_dorefa.py --family stopgrad --bits 1:2 2:4")
     scripting.add_common_flags(parser, epochs=15)
     parser.add_argument("--bits", type=_bits, nargs="+",

@@ -172,7 +172,7 @@ def wait_for_tasks(addresses, timeout):
                 pass
         if pending and time.monotonic() >= deadline:
             raise ClusterUnreachableError(
-                "cluster tasks %s did not accept connections within %.0f s. "
+                "cluster tasks %s did not accept connections within %g s. "
                 "Start them first (e.g. `python scripts/train_bnn.py --cluster "
                 "SPEC --job-name ps --task-index 0`), check host:port in the "
                 "cluster spec, or raise --cluster-timeout." % (

@@ -115,7 +115,7 @@ def _restore_or_init(sess_manager, master, saver, path, is_chief, config, wait_s
                                                  max_wait_secs=wait_secs)
         except tf.errors.DeadlineExceededError as e:
             raise cluster_lib.ClusterUnreachableError(
-                "worker waited %.0f s for the chief (worker task 0) to "
+                "worker waited %g s for the chief (worker task 0) to "
                 "initialize the variables on the parameter servers; start the "
                 "chief, or check the cluster spec" % wait_secs) from e
     return sess_manager.prepare_session(

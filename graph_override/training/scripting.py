@@ -99,8 +99,8 @@ def run_main(parser, body, argv=None):
     return EXIT_OK
 
 
-def new_parser(description, epilog):
-    """An ArgumentParser that keeps the description's line breaks."""
+def new_parser(script, description, epilog):
+    """An ArgumentParser named after `script` (a path) keeping line breaks."""
     return argparse.ArgumentParser(
-        description=description, epilog=epilog,
+        prog=os.path.basename(script), description=description, epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter)

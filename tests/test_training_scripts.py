@@ -1,0 +1,139 @@
+"""Tests of scripts/train_*.py: flags, printed results, exit codes, kill and resume.
+
+Most runs call the scripts' main(argv) in this process (TensorFlow is
+imported once); the kill test runs the script as a real subprocess.
+"""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "scripts")
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(SCRIPTS, name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def scripts():
+    return {n: _load(n) for n in ("train_bnn", "train_dann", "train_dorefa")}
+
+
+def _run(scripts, name, argv, capsys):
+    code = scripts[name].main(argv + ["--no-progress"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_train_bnn_prints_test_accuracy_last(scripts, capsys, tmp_path):
+    code, out, _ = _run(scripts, "train_bnn", [
+        "--epochs", "1", "--hidden", "32", "--family", "stopgrad",
+        "--logdir", str(tmp_path / "logs")], capsys)
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines[0] == "BinaryNet on digits: family stopgrad, 1 epochs, seed 0"
+    assert re.fullmatch(r"test accuracy: 0\.\d{4}", lines[-1])
+    assert re.search(r"ran 21 steps \(global step 0 -> 21\)", out)
+    assert os.listdir(str(tmp_path / "logs"))
+
+
+@pytest.mark.parametrize("name", ["train_bnn", "train_dann", "train_dorefa"])
+def test_unknown_family_is_a_usage_error(scripts, capsys, name):
+    with pytest.raises(SystemExit) as e:
+        scripts[name].main(["--family", "override"])
+    assert e.value.code == 2
+    assert "invalid choice: 'override'" in capsys.readouterr().err
+
+
+def test_checkpoint_dir_of_another_model_exits_2(scripts, capsys, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    assert _run(scripts, "train_bnn", ["--epochs", "1", "--hidden", "16",
+                                       "--checkpoint-dir", ckpt], capsys)[0] == 0
+    code, out, err = _run(scripts, "train_bnn", ["--epochs", "1", "--hidden", "32",
+                                                 "--checkpoint-dir", ckpt], capsys)
+    assert code == 2
+    assert "train_bnn.py: error: checkpoint directory %s holds a different model" % ckpt in err
+    assert "test accuracy" not in out
+
+
+def test_train_dorefa_prints_a_table_of_bit_widths(scripts, capsys):
+    code, out, _ = _run(scripts, "train_dorefa", ["--epochs", "1", "--bits", "1:1", "2:4"],
+                        capsys)
+    assert code == 0
+    rows = re.findall(r"^\s+(\d+) \|\s+(\d+) \| (0\.\d{4})$", out, re.M)
+    assert [(w, a) for w, a, _ in rows] == [("1", "1"), ("2", "4")]
+    assert out.strip().splitlines()[-1] == "test accuracy (W2:A4): %s" % rows[-1][2]
+
+
+@pytest.mark.parametrize("bits", ["0:2", "2", "a:b"])
+def test_train_dorefa_rejects_bad_bits(scripts, capsys, bits):
+    with pytest.raises(SystemExit) as e:
+        scripts["train_dorefa"].main(["--bits", bits])
+    assert e.value.code == 2
+    assert "--bits" in capsys.readouterr().err
+
+
+def test_train_dann_prints_both_target_accuracies(scripts, capsys):
+    code, out, _ = _run(scripts, "train_dann", ["--epochs", "2", "--seed", "1"], capsys)
+    assert code == 0
+    assert re.fullmatch(r"target accuracy: source-only 0\.\d{4}, DANN 0\.\d{4} \([+-]0\.\d{4}\)",
+                        out.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("ps=localhost:1;chief=localhost:2", "unknown job"),
+    ("worker=localhost:2", "needs at least one 'ps' task"),
+    ('{"ps": ["localhost:1"], "worker": [', "is not valid JSON"),
+    ("ps=localhost;worker=localhost:2", "is not host:port"),
+])
+def test_bad_cluster_spec_exits_2(scripts, capsys, spec, message):
+    code, _, err = _run(scripts, "train_bnn", ["--cluster", spec], capsys)
+    assert code == 2 and message in err
+
+
+def test_task_index_outside_the_spec_exits_2(scripts, capsys):
+    code, _, err = _run(scripts, "train_bnn", [
+        "--cluster", "ps=localhost:1;worker=localhost:2", "--task-index", "1"], capsys)
+    assert code == 2 and "job 'worker' has 1 task(s)" in err
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(scripts, capsys, tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(SCRIPTS, "train_bnn.py"), "--epochs", "50",
+         "--hidden", "64", "--checkpoint-every", "5", "--no-progress",
+         "--checkpoint-dir", ckpt],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith("checkpoint saved at step 10:"):
+                proc.kill()  # SIGKILL: no chance to save anything more
+                break
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=60)
+    assert proc.returncode != 0, "".join(seen)
+    saved = int(tf.train.latest_checkpoint(ckpt).rsplit("-", 1)[1])
+    assert saved >= 10 and (saved % 5 == 0 or saved % 21 == 0)
+    epochs = saved // 21 + 2
+    code, out, _ = _run(scripts, "train_bnn", [
+        "--epochs", str(epochs), "--hidden", "64", "--checkpoint-dir", ckpt], capsys)
+    assert code == 0
+    assert re.search(r"^resumed from .*bnn-%d at step %d$" % (saved, saved), out, re.M)
+    total = 21 * epochs
+    assert "ran %d steps (global step %d -> %d)" % (total - saved, saved, total) in out
+    assert out.strip().splitlines()[-1].startswith("test accuracy: ")
