@@ -4,6 +4,7 @@
 is the plain straight-through sign of BinaryNet ports.
 """
 import tensorflow.compat.v1 as tf
+from tensorflow.python.framework import ops
 
 
 def quantize(x, k):
@@ -22,3 +23,12 @@ def fw(x, bitW=2):
 def binarize_ste(x):
     with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):
         return tf.math.sign(x)
+
+
+def binarize_clipped(x):
+    """Clip and binarize using the straight through estimator (BinaryNet.tf)."""
+    g = tf.get_default_graph()
+    with ops.name_scope("Binarized"):
+        with g.gradient_override_map({"Sign": "Identity"}):
+            x = tf.clip_by_value(x, -1, 1)
+            return tf.sign(x)
