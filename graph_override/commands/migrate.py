@@ -3,17 +3,19 @@
 import sys
 
 HELP = "rewrite gradient_override_map / RegisterGradient code into TF2 code"
-DESCRIPTION = (
-    "Rewrites each `with <graph>.gradient_override_map({...}):` scope of the "
-    "given Python files (folders are walked recursively for *.py) into calls "
-    "of graph_override.tf2.op_with_gradient, which work in eager mode, "
-    "tf.function and Keras, where TF2 silently ignores override maps. Comments "
-    "and formatting are kept; the code is parsed, never run.\n\n"
-    "By default a unified diff is printed (stdout) and nothing is written; "
-    "--write replaces the files atomically. The sites changed and the sites "
-    "left for you (with file, line and reason) are listed on stderr.\n\n"
-    "Exit status: 0 nothing left for you, 1 some sites were left unconverted, "
-    "2 a path could not be read or parsed (such a file is never written).")
+DESCRIPTION = """\
+Rewrites each `with <graph>.gradient_override_map({...}):` scope of the given
+Python files (folders are walked recursively for *.py) into calls of
+graph_override.tf2.op_with_gradient, which work in eager mode, tf.function and
+Keras, where TF2 silently ignores override maps. Comments and formatting are
+kept; the code is parsed, never run.
+
+By default a unified diff is printed (stdout) and nothing is written; --write
+replaces the files atomically. The sites changed and the sites left for you
+(with file, line and reason) are listed on stderr.
+
+Exit status: 0 nothing left for you, 1 some sites were left unconverted,
+2 a path could not be read or parsed (such a file is never written)."""
 EPILOG = ("examples:\n"
           "  graph-override migrate models/            # show the diff\n"
           "  graph-override migrate models/ --write    # apply it\n"
