@@ -137,3 +137,34 @@ def test_killed_run_resumes_from_its_last_checkpoint(scripts, capsys, tmp_path):
     total = 21 * epochs
     assert "ran %d steps (global step %d -> %d)" % (total - saved, saved, total) in out
     assert out.strip().splitlines()[-1].startswith("test accuracy: ")
+
+
+# ---------------------------------------------------------------- graph-override demo
+
+@pytest.fixture(scope="module")
+def demo():
+    from graph_override.commands import demo as module  # pylint: disable=import-outside-toplevel
+    return module
+
+
+def _demo(argv, capsys):
+    from graph_override import cli  # pylint: disable=import-outside-toplevel
+    code = cli.main(["demo"] + argv)
+    return code, capsys.readouterr().out
+
+
+def test_demo_trains_the_bnn_and_both_families_agree(capsys):
+    code, out = _demo(["--epochs", "2"], capsys)
+    assert code == 0, out
+    assert "TensorFlow's Sign gradient [0.0, 0.0, 0.0, 0.0], ste_sign [1.0, 1.0, 1.0, 0.0]" in out
+    assert out.count("epoch 2, step 42:") == 2  # one run per family
+    assert "largest loss difference between the families: 0.0e+00" in out
+    assert "three families agree" in out
+
+
+def test_demo_exit_status_reports_a_failed_check(demo, capsys, monkeypatch):
+    monkeypatch.setattr(demo, "MIN_ACCURACY", 1.01)  # unreachable on purpose
+    code, out = _demo(["--epochs", "1"], capsys)
+    assert code == 1
+    assert out.strip().endswith("CHECK FAILED: see above.")
+    assert _demo(["--epochs", "0"], capsys)[0] == 2
