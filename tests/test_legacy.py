@@ -394,6 +394,33 @@ def test_the_scratch_graph_is_traced_once_per_signature(monkeypatch):
     assert len(calls) == 3
 
 
+def test_indexed_slices_gradient_and_integer_inputs():
+    """TF's GatherV2 gradient returns IndexedSlices for params and None for
+    the int32 indices and the axis constant."""
+    params = tf.constant(np.arange(12, dtype=np.float32).reshape(4, 3))
+    indices = tf.constant([0, 2, 2])
+    grads = []
+    for fn in (op_with_gradient(tf.gather, "GatherV2"), tf.gather):
+        with tf.GradientTape() as tape:
+            tape.watch(params)
+            y = fn(params, indices)
+        grads.append(tape.gradient(y, params))
+    assert isinstance(grads[0], tf.IndexedSlices)
+    np.testing.assert_array_equal(tf.convert_to_tensor(grads[0]),
+                                  tf.convert_to_tensor(grads[1]))
+
+
+def test_unknown_static_shape_in_tf_function():
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def grad(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = op_with_gradient(tf.sign, sign_ste_grad)(x)
+        return tape.gradient(y, x)
+
+    np.testing.assert_array_equal(grad(tf.constant(X)), (np.abs(X) <= 1.0))
+
+
 def test_python_values_only_run_the_op():
     out = op_with_gradient(tf.sign, sign_ste_grad)(-3.0)
     assert float(out) == -1.0
