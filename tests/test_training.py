@@ -333,3 +333,25 @@ def test_tensorboard_summaries_hold_loss_and_accuracy(tmp_path):
 def test_negative_epochs_are_refused():
     with pytest.raises(ValueError, match="epochs"):
         recipes.train_bnn("overrides", epochs=-1, hidden=(8,))
+
+
+@pytest.mark.slow
+def test_dann_beats_source_only_on_the_target_over_three_seeds():
+    # The recipe of scripts/train_dann.py and of the README table.
+    source_only, dann = [], []
+    for seed in range(3):
+        c = recipes.train_dann("overrides", seed=seed)
+        source_only.append(c.source_only)
+        dann.append(c.dann)
+    assert np.mean(dann) > np.mean(source_only) + 0.03, (source_only, dann)
+
+
+# ---------------------------------------------------------------- docstrings
+
+@pytest.mark.parametrize("module", ["data", "models", "loop", "cluster", "recipes"])
+def test_docstring_examples_run(module):
+    import doctest  # pylint: disable=import-outside-toplevel
+    import importlib  # pylint: disable=import-outside-toplevel
+    mod = importlib.import_module("graph_override.training." + module)
+    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0, module
