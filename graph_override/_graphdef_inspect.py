@@ -53,10 +53,10 @@ def _name_failure(name):
     """Why tf.gradients fails on a node whose _gradient_op_type is `name`."""
     if registry.is_resolvable(name):
         return None
-    why = "gradient name %r is not registered in this process" % name
+    why = "not registered in this process"
     if name.startswith("CustomGradient-"):
         why += " (tf.custom_gradient names die with the process that built the graph)"
-    return name, why + "; patch it (--map 'gradient:%s=<estimator>|remove')" % name
+    return name, why
 
 
 def _op_failure(op, library):

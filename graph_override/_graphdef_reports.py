@@ -108,6 +108,9 @@ class InspectReport:
             if len(self.gradient_failures) > limit:
                 lines.append("  ... and %d more (use --json)"
                              % (len(self.gradient_failures) - limit))
+            lines.append("  repair: graph-override patch MODEL -o OUT --map "
+                         "'gradient:NAME=<estimator>' (or =remove); op types: "
+                         "--map OPTYPE=<estimator>")
         else:
             lines.append("gradients: every differentiable node has a gradient")
         lines.append("")

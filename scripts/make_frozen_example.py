@@ -1,7 +1,9 @@
-"""Writes small frozen GraphDefs for the README walk-through and the tests.
+"""Writes small frozen GraphDefs for the README walk-through, and differentiates them.
 
   python scripts/make_frozen_example.py model.pb                   # binarized MLP (Sign)
   python scripts/make_frozen_example.py custom.pb --kind custom    # tf.custom_gradient STE
+  python scripts/make_frozen_example.py --differentiate fixed.pb   # in this (fresh) process
+  python scripts/make_frozen_example.py --differentiate portable.pb --plain
 
 `--kind sign` builds a binarized MLP in a tf.compat.v1 Session: hidden
 activations and weights pass through tf.sign, whose TensorFlow gradient is
@@ -11,6 +13,11 @@ tf.custom_gradient, which leaves IdentityN nodes carrying
 that built the graph can resolve. Both are frozen with TensorFlow's own
 tf.compat.v1.graph_util.convert_variables_to_constants. Input "x" [N, 16],
 output "logits" [N, 4].
+
+`--differentiate FILE` imports FILE and prints d sum(logits)/dx on a fixed
+batch: with graph_override.frozen.import_graph_def (which resolves
+graph_override.* gradient names), or with `--plain` through TensorFlow alone,
+never importing graph_override.
 """
 
 import argparse
@@ -62,12 +69,42 @@ def build_binarized_mlp(kind="sign", seed=0):
                 sess, graph.as_graph_def(), ["logits"])
 
 
+def differentiate(path, plain=False):
+    """Prints d sum(logits)/dx of the frozen model at `path`; returns it."""
+    x_value = np.random.RandomState(0).randn(4, SIZES[0]).astype(np.float32)
+    with open(path, "rb") as f:
+        graph_def = tf.compat.v1.GraphDef.FromString(f.read())
+    with tf.Graph().as_default():
+        if plain:
+            importer = tf.compat.v1.import_graph_def
+        else:
+            from graph_override import frozen  # pylint: disable=import-outside-toplevel
+            importer = frozen.import_graph_def
+        x, logits = importer(graph_def, return_elements=["x:0", "logits:0"], name="")
+        dx, = tf.gradients(tf.reduce_sum(logits), x)
+        with tf.compat.v1.Session() as sess:
+            grad = sess.run(dx, {x: x_value})
+    print("d sum(logits)/dx: %d of %d entries nonzero, norm %.4f; graph_override "
+          "imported: %s" % (np.count_nonzero(grad), grad.size, np.linalg.norm(grad),
+                            "graph_override" in sys.modules))
+    return grad
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("output", help="where to write the GraphDef (.pb)")
+    parser.add_argument("output", nargs="?", help="where to write the GraphDef (.pb)")
     parser.add_argument("--kind", choices=("sign", "custom"), default="sign")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--differentiate", metavar="FILE",
+                        help="differentiate FILE instead of writing a model")
+    parser.add_argument("--plain", action="store_true",
+                        help="with --differentiate: TensorFlow only, no graph_override")
     args = parser.parse_args(argv)
+    if args.differentiate:
+        differentiate(args.differentiate, args.plain)
+        return 0
+    if not args.output:
+        parser.error("give an output file, or --differentiate FILE")
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
     graph_def = build_binarized_mlp(args.kind, args.seed)
     frozen.save(graph_def, args.output)
