@@ -34,6 +34,7 @@ class Plan:
         self.with_items = {}       # With node -> set of item indices to drop
         self.decorators = set()    # Decorator nodes to drop
         self.statements = set()    # SimpleStatementLine nodes to drop
+        self.imports = {}          # Import(From) node -> bound names to drop
         self.changed = []          # (line, message)
         self.untouched = []        # (line, reason)
         self.helper = HELPER       # local name of op_with_gradient
@@ -143,6 +144,7 @@ class _Analyzer(cst.CSTVisitor):
         self.name_values_done = set() # gradient-name Name nodes now references
         self.assign_lines = {}        # target Name of `name = value` -> its line
         self.blocks = [0]             # if/for/while/try/with depth per def body
+        self.import_lines = {}        # Import(From) alone on a line -> the line
 
     # -- helpers ------------------------------------------------------------
     def line(self, node):
@@ -242,6 +244,8 @@ class _Analyzer(cst.CSTVisitor):
             self.registrations.append(reg)
 
     def visit_SimpleStatementLine(self, node):
+        if len(node.body) == 1 and isinstance(node.body[0], (cst.Import, cst.ImportFrom)):
+            self.import_lines[node.body[0]] = node
         if len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
             targets = node.body[0].targets
             if len(targets) == 1 and isinstance(targets[0].target, cst.Name):
@@ -288,6 +292,7 @@ class _Analyzer(cst.CSTVisitor):
                     "graph_override.tf2.op_with_gradient"))
         self._dead_graph_names()
         self._dead_registrations()
+        self._dead_imports()
         self.plan.untouched.sort()
         self.plan.changed.sort()
 
@@ -567,6 +572,66 @@ class _Analyzer(cst.CSTVisitor):
                     self._drop(self._assign_statement(a))
 
 
+    def _dead_imports(self):
+        """Drops imports used only by what the conversion removed (the
+        ``from tensorflow.python.framework import ops`` of the counter idiom)."""
+        removed = set()
+        for node in list(self.plan.decorators) + list(self.plan.statements):
+            removed.update(_names_in(node))
+        seen = set()
+        for name in removed:
+            for a in self._assignments(name):
+                if a in seen or not _imports_tensorflow(a.node):
+                    continue
+                seen.add(a)
+                if {r.node for r in a.references} <= removed:
+                    self.plan.imports.setdefault(a.node, set()).add(a.name)
+        for node, dead in list(self.plan.imports.items()):
+            if isinstance(node.names, cst.ImportStar):
+                del self.plan.imports[node]
+                continue
+            bound = {_bound_name(alias) for alias in node.names}
+            line = self.import_lines.get(node)
+            if bound <= dead and line is not None:
+                del self.plan.imports[node]
+                self._drop(line)
+            elif bound <= dead:
+                del self.plan.imports[node]  # shares its line: leave it
+            else:
+                self.plan.changed.append((self.line(node), "removed %s from '%s', "
+                                          "unused after the conversion" % (
+                                              ", ".join(sorted(dead)),
+                                              _code(node).strip())))
+
+
+def _imports_tensorflow(node):
+    """Only TensorFlow imports are dropped: a module's other names may be
+    re-exported to code this tool does not see."""
+    if isinstance(node, cst.ImportFrom):
+        return node.module is not None and not node.relative and \
+            _code(node.module).split(".")[0] == "tensorflow"
+    if isinstance(node, cst.Import):
+        return all(_code(a.name).split(".")[0] == "tensorflow" for a in node.names)
+    return False
+
+
+def _names_in(node):
+    names = []
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, name):
+            names.append(name)
+
+    node.visit(_Names())
+    return names
+
+
+def _bound_name(alias):
+    if alias.asname is not None:
+        return alias.asname.name.value
+    return _code(alias.name)
+
+
 class _Work:
     """The decisions for one outermost override scope (all or nothing)."""
 
@@ -642,6 +707,19 @@ class _Rewriter(cst.CSTTransformer):
             return updated_node
         items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         return updated_node.with_changes(items=items)
+
+    def _leave_import(self, original_node, updated_node):
+        dead = self.plan.imports.get(original_node)
+        if not dead:
+            return updated_node
+        names = [a for a in updated_node.names if _bound_name(a) not in dead]
+        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        changes = {"names": names}
+        if isinstance(updated_node, cst.ImportFrom) and updated_node.lpar and len(names) == 1:
+            changes.update(lpar=None, rpar=None)
+        return updated_node.with_changes(**changes)
+
+    leave_Import = leave_ImportFrom = _leave_import
 
     def leave_SimpleStatementLine(self, original_node, updated_node):
         if original_node in self.plan.statements:
@@ -785,6 +863,7 @@ def _insert_import(body, helper):
 def rewrite(module, keep_names=()):
     """Migrates a parsed module; returns (new Module, Plan)."""
     plan, wrapper = analyze(module, keep_names)
-    if not (plan.calls or plan.with_items or plan.statements or plan.decorators):
+    if not (plan.calls or plan.with_items or plan.statements or plan.decorators
+            or plan.imports):
         return module, plan
     return wrapper.module.visit(_Rewriter(plan)), plan

@@ -181,6 +181,28 @@ def test_unsafe_sites_are_left_untouched_and_listed(body, reason):
     assert r.untouched[0].line >= 3 and r.untouched[0].filename == "m.py"
 
 
+def test_imports_only_the_removed_registration_used_go():
+    body = ('def f(x, n):\n'
+            '    name = "G%d" % n\n'
+            '    @ops.RegisterGradient(name)\n'
+            '    def g(op, grad):\n'
+            '        return grad\n'
+            '    with tf.get_default_graph().gradient_override_map({"Identity": name}):\n'
+            '        return tf.identity(x)\n')
+    alone = migrate_source(HEADER + "from tensorflow.python.framework import ops\n"
+                           + body, "m.py")
+    assert "import ops" not in alone.text
+    shared = migrate_source(HEADER + "from tensorflow.python.framework import ops, "
+                            "dtypes\n" + body + "y = dtypes.float32\n", "m.py")
+    assert "from tensorflow.python.framework import dtypes\n" in shared.text
+    still_used = migrate_source(HEADER + "from tensorflow.python.framework import ops\n"
+                                + body + "z = ops.convert_to_tensor(1.0)\n", "m.py")
+    assert "from tensorflow.python.framework import ops\n" in still_used.text
+    # Not TensorFlow's: another module may import the name from this one.
+    other = migrate_source(HEADER + "from mylib import ops\n" + body, "m.py")
+    assert "from mylib import ops\n" in other.text
+
+
 def test_a_key_no_call_matches_is_dropped_and_reported():
     # tensorpack's DoReFa maps "Floor" but calls tf.round: the entry never
     # re-routed anything, so dropping it keeps the legacy behaviour.
