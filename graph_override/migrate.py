@@ -244,7 +244,8 @@ def write_atomically(path, data, *, expected=None):
     Raises:
       SourceError: the file changed since it was read, or cannot be written.
     """
-    folder = os.path.dirname(os.path.abspath(path))
+    path = os.path.realpath(path)  # write through a symlink, keep the link
+    folder = os.path.dirname(path)
     try:
         if expected is not None:
             with open(path, "rb") as f:

@@ -386,6 +386,17 @@ def test_cli_bad_input_exit_2(tmp_path, capsys, make, match):
     assert match in err and str(path) in err
 
 
+def test_write_through_a_symlink_keeps_the_link(tmp_path, capsys):
+    real = tmp_path / "real.py"
+    real.write_text(LEGACY)
+    link = tmp_path / "link.py"
+    os.symlink(real, link)
+    assert cli.main(["migrate", str(link), "--write"]) == 0
+    capsys.readouterr()
+    assert os.path.islink(link)
+    assert "op_with_gradient(tf.sign, _ste)(x)" in real.read_text()
+
+
 def test_write_refuses_a_file_changed_meanwhile(tmp_path):
     path = tmp_path / "f.py"
     path.write_text("new = 1\n")
