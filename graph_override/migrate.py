@@ -24,6 +24,7 @@ reported with file, line and reason. It parses the code with libcst and
 never runs it; migrating migrated code changes nothing.
 """
 
+import ast
 import collections
 import dataclasses
 import difflib
@@ -105,11 +106,20 @@ def _parse(text, filename):
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as e:
-        raise SourceError(
-            "%s:%s:%s: cannot parse the file as Python (%s); nothing was "
-            "migrated or written. Fix the syntax error (or run the file "
-            "through Python 3 first) and migrate again." % (
-                filename, e.editor_line, e.editor_column, e.message)) from None
+        line, column, message = e.editor_line, e.editor_column, e.message
+    # Python's own parser names the cause better ("'(' was never closed");
+    # it only parses (ast), it never runs anything.
+    try:
+        ast.parse(text, filename)
+    except SyntaxError as e:
+        line, column, message = e.lineno or line, e.offset or column, e.msg
+    except ValueError:  # source with NUL bytes
+        message = "the file contains NUL bytes"
+    raise SourceError(
+        "%s:%s:%s: cannot parse the file as Python (%s); nothing was "
+        "migrated or written. Fix the syntax error (Python 2 code: run it "
+        "through 2to3 first) and migrate again." % (
+            filename, line, column, message))
 
 
 def migrate_source(text, filename="<string>", *, keep_registrations=()):
