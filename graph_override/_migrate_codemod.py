@@ -70,6 +70,32 @@ def _is_string_expression(node):
     return False
 
 
+_PURE_CALLS = frozenset({"str", "int", "repr", "id", "len", "uuid.uuid4",
+                         "uuid.uuid1"})
+
+
+class _Impure(cst.CSTVisitor):
+    """Finds calls that may have effects a program can observe (a counter's
+    next(), np.random draws): an assignment holding one is never removed."""
+
+    def __init__(self):
+        super().__init__()
+        self.found = False
+
+    def visit_Call(self, node):
+        name = _code(node.func)
+        if name not in _PURE_CALLS and not (
+                isinstance(node.func, cst.Attribute) and node.func.attr.value == "format"
+                and _is_string_expression(node.func.value)):
+            self.found = True
+
+
+def _is_pure(node):
+    finder = _Impure()
+    node.visit(finder)
+    return not finder.found
+
+
 def _is_plain_reference(node):
     """A name or attribute chain (``g``, ``self.graph``): no side effects."""
     while isinstance(node, cst.Attribute):
@@ -568,7 +594,8 @@ class _Analyzer(cst.CSTVisitor):
                                       "'%s': the function is passed to %s "
                                       "directly" % (reg.arg.value, HELPER)))
             for a in reg.key[1]:
-                if self._assigned_string(a):
+                if self._assigned_string(a) and _is_pure(
+                        self._assign_statement(a).body[0].value):
                     self._drop(self._assign_statement(a))
 
 

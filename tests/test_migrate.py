@@ -181,6 +181,28 @@ def test_unsafe_sites_are_left_untouched_and_listed(body, reason):
     assert r.untouched[0].line >= 3 and r.untouched[0].filename == "m.py"
 
 
+@pytest.mark.parametrize("name_expr,removed", [
+    ('"FlipGradient%d" % self.num_calls', True),
+    ('"reverse_gradient{}".format(self.num_calls)', True),
+    ('"GradientReversal%d" % uuid.uuid4()', True),
+    ('"PyFuncGrad" + str(np.random.randint(0, 1E+8))', False),  # draws from np.random
+    ('"Flip%d" % next(COUNTER)', False),                        # advances a counter
+])
+def test_counter_name_variants(name_expr, removed):
+    r = _migrate('class Flip(object):\n'
+                 '    def __call__(self, x, l=1.0):\n'
+                 '        grad_name = %s\n'
+                 '        @tf.RegisterGradient(grad_name)\n'
+                 '        def _flip(op, grad):\n'
+                 '            return [tf.negative(grad) * l]\n'
+                 '        with tf.get_default_graph().gradient_override_map(\n'
+                 '                {"Identity": grad_name}):\n'
+                 '            return tf.identity(x)\n' % name_expr)
+    assert "return op_with_gradient(tf.identity, _flip)(x)" in r.text
+    assert "RegisterGradient" not in r.text
+    assert ("grad_name = " not in r.text) == removed
+
+
 def test_imports_only_the_removed_registration_used_go():
     body = ('def f(x, n):\n'
             '    name = "G%d" % n\n'
