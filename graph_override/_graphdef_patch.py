@@ -16,6 +16,8 @@ from graph_override.errors import GraphDefError
 
 __all__ = ["make_portable", "patch"]
 
+_FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+
 
 def _data_inputs(node):
     return [i for i in node.input if not i.startswith("^")]
@@ -26,7 +28,7 @@ def _dtype(node, what):
     if attr is None or not attr.type:
         raise RuleError("%s: node %r (op %s) has no 'T' dtype attr, so no "
                         "stop_gradient form can be built for it" % (what, node.name, node.op))
-    if tf.as_dtype(attr.type) not in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+    if tf.as_dtype(attr.type) not in _FLOATS:
         raise RuleError("%s: node %r (op %s) has dtype %s; estimators need a "
                         "float dtype" % (what, node.name, node.op,
                                          tf.as_dtype(attr.type).name))
@@ -53,22 +55,28 @@ def _rewrite_identity_n(node, rule, names, what):
                         "gradient name instead" % (what, rule.estimator, node.name))
     added = []
     for i in range(k):
-        _dtype_check = types[i]
-        if tf.as_dtype(_dtype_check) not in (tf.float16, tf.bfloat16, tf.float32, tf.float64):
+        if tf.as_dtype(types[i]) not in _FLOATS:
             raise RuleError("%s: IdentityN %r input %d is %s; estimators need "
-                            "floats" % (what, node.name, i, tf.as_dtype(_dtype_check).name))
+                            "floats" % (what, node.name, i, tf.as_dtype(types[i]).name))
         prefix = "%s/graph_override_portable_%d/" % (node.name, i)
         out_name = prefix + "out"
-        clash = [n for n in (out_name,) if n in names]
-        if clash:
-            raise RuleError("%s: node name %r exists already; was this graph "
-                            "patched before?" % (what, clash[0]))
-        added += _graphdef_portable.stamp(
+        added += _claim(names, _graphdef_portable.stamp(
             rule.estimator, rule.params, types[i], x_ref=inputs[k + i],
-            y_ref=inputs[i], prefix=prefix, out_name=out_name, device=node.device)
+            y_ref=inputs[i], prefix=prefix, out_name=out_name, device=node.device), what)
         node.input[i] = out_name
-    del node.attr[GRADIENT_ATTR]
+    if GRADIENT_ATTR in node.attr:
+        del node.attr[GRADIENT_ATTR]
     return added
+
+
+def _claim(names, new_nodes, what):
+    """Adds the names of `new_nodes` to `names`, refusing any already taken."""
+    for node in new_nodes:
+        if node.name in names:
+            raise RuleError("%s: node name %r exists already; was this graph "
+                            "patched or made portable before?" % (what, node.name))
+        names.add(node.name)
+    return new_nodes
 
 
 def _rewrite_node(node, rule, names, what):
@@ -89,13 +97,15 @@ def _rewrite_node(node, rule, names, what):
     if forward in names:
         raise RuleError("%s: node name %r exists already; was this graph made "
                         "portable before?" % (what, forward))
+    names.add(forward)
+    names.discard(original)  # the stop_gradient form takes it over
     node.name = forward
     if GRADIENT_ATTR in node.attr:
         del node.attr[GRADIENT_ATTR]
-    return _graphdef_portable.stamp(
+    return _claim(names, _graphdef_portable.stamp(
         rule.estimator, rule.params, dtype, x_ref=inputs[0], y_ref=forward,
         prefix=original + "/graph_override_portable/", out_name=original,
-        device=node.device)
+        device=node.device), what)
 
 
 def _apply(graph_def, rules, on_no_match, portable):

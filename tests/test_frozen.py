@@ -412,3 +412,12 @@ def test_inspect_skips_binarized_constants():
         tf.sign(tf.matmul(x, tf.sign(w, name="w_sign")), name="act_sign")
     assert [z["node"] for z in frozen.inspect(g.as_graph_def()).zero_gradients] == [
         "act_sign"]
+
+
+def test_make_portable_refuses_names_that_are_taken():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None], name="x")
+        y = tf.sign(x, name="y")
+        tf.identity(y, name="y/graph_override_portable/StopGradient")
+    with pytest.raises(frozen.RuleError, match="exists already"):
+        frozen.make_portable(g.as_graph_def(), "Sign=ste_sign")
