@@ -137,6 +137,16 @@ def _slow_check(graph_def, source):
 def validate(graph_def, source="<GraphDef>", *, data=None):
     """Checks node names, op types, duplicates and dangling inputs.
 
+    Example:
+      >>> from tensorflow.core.framework import graph_pb2
+      >>> from graph_override import frozen
+      >>> g = graph_pb2.GraphDef()
+      >>> _ = g.node.add(name="y", op="Sign", input=["x"])
+      >>> frozen.validate(g, "model.pb")
+      Traceback (most recent call last):
+      ...
+      graph_override.errors.GraphDefError: model.pb: node 'y' (op Sign) has input 'x', but no node is named 'x' (a dangling input). ...
+
     Args:
       graph_def: a GraphDef message.
       source: what to call it in messages (a file path).
@@ -197,6 +207,16 @@ def _top_level_unknown(graph_def):
 
 def parse_graph_def(data, source="<bytes>", *, text=None):
     """Parses and checks a binary or text GraphDef.
+
+    Example:
+      >>> from graph_override import frozen
+      >>> g = frozen.parse_graph_def(b'node { name: "x" op: "Placeholder" }', text=True)
+      >>> g.node[0].op
+      'Placeholder'
+      >>> frozen.parse_graph_def(b"", "model.pb")
+      Traceback (most recent call last):
+      ...
+      graph_override.errors.GraphDefError: model.pb: the file is empty; expected a GraphDef (binary .pb or text .pbtxt)
 
     Args:
       data: the file's bytes.
@@ -308,6 +328,14 @@ def _same_file(a, b):
 
 def check_output_path(path, *, source=None, overwrite=False):
     """Checks that `save` may write `path`; returns (path, its folder).
+
+    Example:
+      >>> import os, tempfile
+      >>> from graph_override import frozen
+      >>> frozen.check_output_path(os.path.join(tempfile.mkdtemp(), "no", "fixed.pb"))
+      Traceback (most recent call last):
+      ...
+      graph_override.errors.GraphDefError: ...fixed.pb: the folder ... does not exist; create it first
 
     Raises:
       GraphDefError: `path` is a directory, its folder is missing, it is

@@ -88,6 +88,19 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None)
     estimator names are registered on demand); otherwise nothing is imported
     and the error lists each unresolvable name with its nodes.
 
+    Example:
+      >>> import tensorflow as tf
+      >>> from graph_override import frozen
+      >>> with tf.Graph().as_default() as g:
+      ...     x = tf.compat.v1.placeholder(tf.float32, name="x")
+      ...     with g.gradient_override_map({"Sign": "CustomGradient-31337"}):
+      ...         y = tf.sign(x, name="y")
+      >>> with tf.Graph().as_default():
+      ...     frozen.import_graph_def(g.as_graph_def())
+      Traceback (most recent call last):
+      ...
+      graph_override.errors.UnknownGradientError: import_graph_def: 1 gradient name(s) cannot be resolved here: 'CustomGradient-31337' (node(s) y). ...
+
     Args:
       graph_def: a `GraphDef`, or a path to one (read with `load`).
       input_map, return_elements, name: as in tf.compat.v1.import_graph_def.
