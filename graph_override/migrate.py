@@ -36,7 +36,7 @@ import tokenize
 
 import libcst as cst
 
-from graph_override import _migrate_codemod
+from graph_override import _migrate_rewrite
 from graph_override.errors import GraphOverrideError
 
 __all__ = [
@@ -173,7 +173,7 @@ def migrate_source(text, filename="<string>", *, keep_registrations=()):
     if "gradient_override_map" not in text:  # nothing to do: skip the analysis
         return MigrationResult(filename=filename, original=text, text=text,
                                changed=(), untouched=())
-    new_module, plan = _migrate_codemod.rewrite(module, keep_registrations)
+    new_module, plan = _migrate_rewrite.rewrite(module, keep_registrations)
     new_text = new_module.code if new_module is not module else text
     if new_text != text:
         _parse(new_text, filename + " (migrated)")  # never hand out bad code

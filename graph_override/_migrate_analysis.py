@@ -1,12 +1,16 @@
-"""The libcst codemod behind `graph_override.migrate.migrate_source`.
+"""The analysis pass of the source migration (`graph_override.migrate`).
 
-Two passes over one parsed module. `_Analyzer` (read only, with scope and
-qualified-name metadata) decides what to do: which ``with ...
-gradient_override_map(...)`` scopes can go, which calls inside them become
-``op_with_gradient(fn, gradient)(...)``, which registrations and helper
-assignments become dead, and which scopes must stay (with the reasons).
-`_Rewriter` then applies exactly that plan, keyed by node identity, so
-everything it does not touch keeps its comments and formatting.
+`_Analyzer` reads one parsed module, with scope and position metadata, and
+decides what to do: which ``with ... gradient_override_map(...)`` scopes can
+go, which calls inside them become ``op_with_gradient(fn, gradient)(...)``,
+which registrations, helper assignments and imports become dead, and which
+scopes must stay (with the reasons). It changes nothing: the result is a
+`Plan` that `graph_override._migrate_rewrite` applies.
+
+A scope is converted all or nothing (an outermost scope together with the
+scopes nested in it), and only when every call in it is understood: a known
+TensorFlow function (see `graph_override._migrate_tables`), a harmless
+builtin or method. Anything else leaves the scope as it is.
 """
 
 import libcst as cst
@@ -20,7 +24,7 @@ from libcst.metadata import (
 
 from graph_override import _migrate_tables as tables
 
-__all__ = ["Plan", "analyze", "rewrite"]
+__all__ = ["HELPER", "HELPER_MODULE", "Plan", "analyze", "bound_name", "code"]
 
 HELPER = "op_with_gradient"
 HELPER_MODULE = "graph_override.tf2"
@@ -83,7 +87,7 @@ class _Impure(cst.CSTVisitor):
         self.found = False
 
     def visit_Call(self, node):
-        name = _code(node.func)
+        name = code(node.func)
         if name not in _PURE_CALLS and not (
                 isinstance(node.func, cst.Attribute) and node.func.attr.value == "format"
                 and _is_string_expression(node.func.value)):
@@ -219,7 +223,7 @@ class _Analyzer(cst.CSTVisitor):
         for a in scope[HELPER]:
             imported = getattr(a, "node", None)
             if isinstance(imported, cst.ImportFrom) and imported.module is not None \
-                    and _code(imported.module).startswith("graph_override"):
+                    and code(imported.module).startswith("graph_override"):
                 self.plan.need_import = False
                 return True
         self.plan.helper = "_go_" + HELPER
@@ -368,7 +372,7 @@ class _Analyzer(cst.CSTVisitor):
                     and set(tables.GRAPH_GETTERS) & self.tf_names(graph.func))):
                 work.reasons.append((line, "the graph in '%s.gradient_override_map'"
                                      " is computed by a call this tool cannot "
-                                     "follow" % _code(graph)))
+                                     "follow" % code(graph)))
                 return
             if isinstance(graph, cst.Name):
                 work.graph_names.append(graph)
@@ -379,7 +383,7 @@ class _Analyzer(cst.CSTVisitor):
             work.keys.extend((line, key) for key in entries)
         work.with_items[node] = set(idx)
         work.changed.append((line, "removed the gradient_override_map scope "
-                             "(%s)" % ", ".join("%s: %s" % (k, _code(v)) for k, v in
+                             "(%s)" % ", ".join("%s: %s" % (k, code(v)) for k, v in
                                                sorted(mapping.items()))))
         scanner = _BodyScanner(self)
         # Items after the override item are evaluated inside the scope.
@@ -399,18 +403,18 @@ class _Analyzer(cst.CSTVisitor):
         if not isinstance(mapping, cst.Dict):
             work.reasons.append((line, "the override map '%s' is built at run "
                                  "time (not a dict literal), so its entries are "
-                                 "unknown" % _code(mapping)))
+                                 "unknown" % code(mapping)))
             return None
         entries = {}
         for el in mapping.elements:
             if not isinstance(el, cst.DictElement):
                 work.reasons.append((line, "the override map unpacks '**%s' at "
-                                     "run time" % _code(el.value)))
+                                     "run time" % code(el.value)))
                 return None
             key = _string_value(el.key)
             if key is None:
                 work.reasons.append((line, "override map key '%s' is not a "
-                                     "string literal" % _code(el.key)))
+                                     "string literal" % code(el.key)))
                 return None
             grad = self._gradient_expression(el.value, line, work)
             if grad is None:
@@ -437,7 +441,7 @@ class _Analyzer(cst.CSTVisitor):
                                  "tool can follow" % value.value))
             return None
         work.reasons.append((line, "gradient name '%s' is computed at run time"
-                             % _code(value)))
+                             % code(value)))
         return None
 
     def _reference(self, regs, use, work):
@@ -473,7 +477,7 @@ class _Analyzer(cst.CSTVisitor):
                 work.reasons.append((self.line(node), "the operator '%s' may create "
                                      "%s ops, which the map re-routes; rewrite it "
                                      "with an explicit tf call" % (
-                                         _code(node).strip()[:40],
+                                         code(node).strip()[:40],
                                          "/".join(sorted(hit)))))
         for call in scanner.calls:
             if call in self.override_calls:
@@ -498,7 +502,7 @@ class _Analyzer(cst.CSTVisitor):
                 work.reasons.append((line, "%s is not in this tool's table of "
                                      "TensorFlow functions; it may create ops the "
                                      "map re-routes (%s)%s" % (
-                                         _code(call.func), ", ".join(sorted(mapped)),
+                                         code(call.func), ", ".join(sorted(mapped)),
                                          hint)))
                 return
             hit = types & mapped
@@ -507,7 +511,7 @@ class _Analyzer(cst.CSTVisitor):
             if len(types) != 1:
                 work.reasons.append((line, "%s creates %s depending on its "
                                      "arguments; convert it by hand%s" % (
-                                         _code(call.func),
+                                         code(call.func),
                                          " or ".join(sorted(types)), hint)))
                 return
             op_type = next(iter(types))
@@ -515,7 +519,7 @@ class _Analyzer(cst.CSTVisitor):
             work.calls[call] = grad
             work.converted_types.add(op_type)
             work.changed.append((line, "%s(...) -> %s(%s, %s)(...) [%s]" % (
-                _code(call.func), HELPER, _code(call.func), _code(grad), op_type)))
+                code(call.func), HELPER, code(call.func), code(grad), op_type)))
             return
         builtin = self.builtin_name(call.func)
         if builtin is not None and builtin in tables.BUILTIN_OPS:
@@ -535,7 +539,7 @@ class _Analyzer(cst.CSTVisitor):
                              "and may create ops the map re-routes (%s) out of "
                              "this tool's sight (it never follows calls into "
                              "helpers); convert the op inside the helper by hand"
-                             % (_code(call.func), ", ".join(sorted(mapped)))))
+                             % (code(call.func), ", ".join(sorted(mapped)))))
 
     # -- dead code after conversion ------------------------------------------
     def _assign_statement(self, assignment):
@@ -550,7 +554,7 @@ class _Analyzer(cst.CSTVisitor):
         if stmt not in self.plan.statements:
             self.plan.statements.add(stmt)
             self.plan.changed.append((self.line(stmt), "removed '%s', unused "
-                                      "after the conversion" % _code(stmt).strip()))
+                                      "after the conversion" % code(stmt).strip()))
 
     def _dead_graph_names(self):
         """Drops ``g = tf.get_default_graph()`` once g has no other use."""
@@ -617,7 +621,7 @@ class _Analyzer(cst.CSTVisitor):
             if isinstance(node.names, cst.ImportStar):
                 del self.plan.imports[node]
                 continue
-            bound = {_bound_name(alias) for alias in node.names}
+            bound = {bound_name(alias) for alias in node.names}
             line = self.import_lines.get(node)
             if bound <= dead and line is not None:
                 del self.plan.imports[node]
@@ -628,7 +632,7 @@ class _Analyzer(cst.CSTVisitor):
                 self.plan.changed.append((self.line(node), "removed %s from '%s', "
                                           "unused after the conversion" % (
                                               ", ".join(sorted(dead)),
-                                              _code(node).strip())))
+                                              code(node).strip())))
 
 
 def _imports_tensorflow(node):
@@ -636,9 +640,9 @@ def _imports_tensorflow(node):
     re-exported to code this tool does not see."""
     if isinstance(node, cst.ImportFrom):
         return node.module is not None and not node.relative and \
-            _code(node.module).split(".")[0] == "tensorflow"
+            code(node.module).split(".")[0] == "tensorflow"
     if isinstance(node, cst.Import):
-        return all(_code(a.name).split(".")[0] == "tensorflow" for a in node.names)
+        return all(code(a.name).split(".")[0] == "tensorflow" for a in node.names)
     return False
 
 
@@ -653,10 +657,10 @@ def _names_in(node):
     return names
 
 
-def _bound_name(alias):
+def bound_name(alias):
     if alias.asname is not None:
         return alias.asname.name.value
-    return _code(alias.name)
+    return code(alias.name)
 
 
 class _Work:
@@ -675,7 +679,7 @@ class _Work:
         self.converted_types = set()  # op types of the calls converted
 
 
-def _code(node):
+def code(node):
     return cst.Module(body=[]).code_for_node(node)
 
 
@@ -687,210 +691,3 @@ def analyze(module, keep_names=()):
     analyzer = _Analyzer(keep_names)
     wrapper.visit(analyzer)
     return analyzer.plan, wrapper
-
-
-class _Rewriter(cst.CSTTransformer):
-    """Applies a Plan; everything else is left byte for byte."""
-
-    def __init__(self, plan):
-        super().__init__()
-        self.plan = plan
-        # id -> node (holding the node keeps its id from being reused)
-        self.remove = {}       # statements to drop
-        self.flatten = {}      # With statements to replace by their body
-
-    def leave_Call(self, original_node, updated_node):
-        grad = self.plan.calls.get(original_node)
-        if grad is None:
-            return updated_node
-        wrapper = cst.Call(func=cst.Name(self.plan.helper), args=[
-            cst.Arg(updated_node.func, comma=cst.Comma(
-                whitespace_after=cst.SimpleWhitespace(" "))),
-            cst.Arg(grad)])
-        return updated_node.with_changes(func=wrapper)
-
-    def leave_With(self, original_node, updated_node):
-        drop = self.plan.with_items.get(original_node)
-        if drop is None:
-            return updated_node
-        items = [it for i, it in enumerate(updated_node.items) if i not in drop]
-        # Comments written inside the removed map move above the body.
-        notes = []
-        for i in sorted(drop):
-            notes.extend(_collect_comments(updated_node.items[i]))
-        body = updated_node.body
-        header = getattr(body, "header", None)
-        if not items and header is not None and header.comment is not None:
-            notes.append(header.comment)  # the with line goes, and its comment moves
-            body = body.with_changes(header=cst.TrailingWhitespace())
-            updated_node = updated_node.with_changes(body=body)
-        if notes and isinstance(body, cst.IndentedBlock) and body.body:
-            first = body.body[0].with_changes(leading_lines=[
-                cst.EmptyLine(comment=c) for c in notes] + list(body.body[0].leading_lines))
-            body = body.with_changes(body=[first] + list(body.body[1:]))
-            updated_node = updated_node.with_changes(body=body)
-        if not items:
-            self.flatten[id(updated_node)] = updated_node
-            return updated_node
-        items[-1] = items[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated_node.with_changes(items=items)
-
-    def _leave_import(self, original_node, updated_node):
-        dead = self.plan.imports.get(original_node)
-        if not dead:
-            return updated_node
-        names = [a for a in updated_node.names if _bound_name(a) not in dead]
-        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        changes = {"names": names}
-        if isinstance(updated_node, cst.ImportFrom) and updated_node.lpar and len(names) == 1:
-            changes.update(lpar=None, rpar=None)
-        return updated_node.with_changes(**changes)
-
-    leave_Import = leave_ImportFrom = _leave_import
-
-    def leave_SimpleStatementLine(self, original_node, updated_node):
-        if original_node in self.plan.statements:
-            self.remove[id(updated_node)] = updated_node
-        return updated_node
-
-    def leave_FunctionDef(self, original_node, updated_node):
-        if not any(d in self.plan.decorators for d in original_node.decorators):
-            return updated_node
-        kept, carried = [], []
-        for orig, new in zip(original_node.decorators, updated_node.decorators):
-            if orig in self.plan.decorators:
-                carried.extend(_comments(new.leading_lines))
-                continue
-            if carried:
-                new = new.with_changes(leading_lines=list(carried) + list(new.leading_lines))
-                carried = []
-            kept.append(new)
-        changes = {"decorators": kept}
-        if carried:
-            changes["lines_after_decorators"] = (
-                list(carried) + list(updated_node.lines_after_decorators))
-        return updated_node.with_changes(**changes)
-
-    def _rebuild(self, body):
-        out, pending, dropped = [], [], False
-        for stmt in body:
-            if self.remove.get(id(stmt)) is stmt:
-                pending.extend(stmt.leading_lines)
-                dropped = True
-                continue
-            if self.flatten.get(id(stmt)) is stmt:
-                inner = _body_statements(stmt.body)
-                lead = list(stmt.leading_lines)
-                header = getattr(stmt.body, "header", None)
-                if header is not None and header.comment is not None:
-                    lead.append(cst.EmptyLine(comment=header.comment))
-                lead, pending = _join(pending, lead, first=not out), []
-                dropped = False
-                if inner:
-                    inner[0] = inner[0].with_changes(
-                        leading_lines=lead + list(inner[0].leading_lines))
-                else:
-                    pending = lead
-                out.extend(inner)
-                pending.extend(_comments(getattr(stmt.body, "footer", ())))
-                continue
-            if pending or dropped:
-                stmt = stmt.with_changes(leading_lines=_join(
-                    pending, stmt.leading_lines, first=not out))
-                pending, dropped = [], False
-            out.append(stmt)
-        return out, _comments(pending)
-
-    def leave_IndentedBlock(self, original_node, updated_node):
-        body, pending = self._rebuild(updated_node.body)
-        if body == list(updated_node.body) and not pending:
-            return updated_node
-        if not body:
-            body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=pending)]
-            pending = []
-        return updated_node.with_changes(
-            body=body, footer=list(pending) + list(updated_node.footer))
-
-    def leave_Module(self, original_node, updated_node):
-        body, pending = self._rebuild(updated_node.body)
-        if self.plan.calls and self.plan.need_import:
-            body = _insert_import(body, self.plan.helper)
-        return updated_node.with_changes(
-            body=body, footer=list(pending) + list(updated_node.footer))
-
-
-class _CommentCollector(cst.CSTVisitor):
-    def __init__(self):
-        super().__init__()
-        self.comments = []
-
-    def visit_Comment(self, node):
-        self.comments.append(node)
-
-
-def _collect_comments(node):
-    collector = _CommentCollector()
-    node.visit(collector)
-    return collector.comments
-
-
-def _blank(line):
-    return line.comment is None
-
-
-def _join(carried, lines, first):
-    """Leading lines of a statement that follows removed ones: their
-    comments and blank lines, without doubled blank runs (or any blank at
-    the top of a block)."""
-    carried, lines = list(carried), list(lines)
-    if lines and _blank(lines[0]):
-        while carried and _blank(carried[-1]):
-            carried.pop()
-    out = carried + lines
-    if first:
-        while out and _blank(out[0]):
-            out.pop(0)
-    return out
-
-
-def _comments(lines):
-    return [line for line in lines if line.comment is not None]
-
-
-def _body_statements(block):
-    if isinstance(block, cst.SimpleStatementSuite):
-        return [cst.SimpleStatementLine(body=list(block.body),
-                                        trailing_whitespace=block.trailing_whitespace)]
-    return list(block.body)
-
-
-def _is_import_line(stmt):
-    return isinstance(stmt, cst.SimpleStatementLine) and stmt.body and all(
-        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
-
-
-def _is_docstring(stmt):
-    return (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1
-            and isinstance(stmt.body[0], cst.Expr)
-            and isinstance(stmt.body[0].value, (cst.SimpleString,
-                                                cst.ConcatenatedString)))
-
-
-def _insert_import(body, helper):
-    alias = "" if helper == HELPER else " as %s" % helper
-    line = cst.parse_statement("from %s import %s%s\n" % (HELPER_MODULE, HELPER, alias))
-    i = 1 if body and _is_docstring(body[0]) else 0
-    at = i
-    while i < len(body) and _is_import_line(body[i]):
-        i += 1
-        at = i
-    return list(body[:at]) + [line] + list(body[at:])
-
-
-def rewrite(module, keep_names=()):
-    """Migrates a parsed module; returns (new Module, Plan)."""
-    plan, wrapper = analyze(module, keep_names)
-    if not (plan.calls or plan.with_items or plan.statements or plan.decorators
-            or plan.imports):
-        return module, plan
-    return wrapper.module.visit(_Rewriter(plan)), plan
