@@ -419,6 +419,22 @@ def test_write_through_a_symlink_keeps_the_link(tmp_path, capsys):
     assert "op_with_gradient(tf.sign, _ste)(x)" in real.read_text()
 
 
+def test_cli_permission_denied_is_exit_2(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "locked.py"
+    path.write_text(LEGACY)
+
+    def denied(file, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(file))
+
+    # Tests may run as root, where chmod 000 does not stop a read.
+    monkeypatch.setattr(migrate, "open", denied, raising=False)
+    assert cli.main(["migrate", str(path), "--write"]) == 2
+    _, err = capsys.readouterr()
+    assert "%s: cannot read the file (Permission denied)" % path in err
+    monkeypatch.undo()
+    assert path.read_text() == LEGACY
+
+
 def test_write_refuses_a_file_changed_meanwhile(tmp_path):
     path = tmp_path / "f.py"
     path.write_text("new = 1\n")
