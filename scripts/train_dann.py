@@ -39,15 +39,19 @@ def _parser():
 def _body(args, loop_args):
     print("DANN on digits -> digits under uneven lighting: family %s, %d epochs, "
           "seed %d" % (args.family, args.epochs, args.seed), flush=True)
+    loop_args["log"] = scripting.epoch_log(10)  # 2 x 100 epoch lines otherwise
     c = recipes.train_dann(args.family, epochs=args.epochs, seed=args.seed,
                            reversal_scale=args.reversal_scale,
                            domain_weight=args.domain_weight,
                            learning_rate=args.learning_rate,
                            source_only=not args.no_source_only, **loop_args)
-    src = c.dann_result.evaluations[-1][2]["source_test"]
+    if c.source_only is not None:
+        print("source-only: source test accuracy %.4f"
+              % c.source_only_result.evaluations[-1][2]["source_test"])
     print("DANN: source test accuracy %.4f; gradient norm sent into the "
-          "features through flip_gradient: %.6g"
-          % (src, c.dann_result.probes.get("reversed_grad_norm", float("nan"))))
+          "features through flip_gradient: %.6g" % (
+              c.dann_result.evaluations[-1][2]["source_test"],
+              c.dann_result.probes.get("reversed_grad_norm", float("nan"))))
     if c.source_only is None:
         print("target accuracy: DANN %.4f" % c.dann)
     else:

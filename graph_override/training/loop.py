@@ -4,8 +4,9 @@
 (locally, or on a worker of TensorFlow's distributed runtime), restores the
 latest `tf.compat.v1.train.Saver` checkpoint if there is one, and runs epochs
 of minibatches with an optional tqdm progress bar and TensorBoard summaries
-(`tf.compat.v1.summary.FileWriter`). Checkpoints are written every epoch,
-every `checkpoint_every` steps, at the end, and when the loop is interrupted
+(`tf.compat.v1.summary.FileWriter`). Checkpoints are written at the end of
+an epoch once `checkpoint_secs` have passed since the last one, every
+`checkpoint_every` steps, at the end, and when the loop is interrupted
 (KeyboardInterrupt). Minibatch order is a function of (seed, epoch) only, so
 a resumed run continues exactly where the interrupted one stopped.
 """
@@ -124,7 +125,8 @@ def _restore_or_init(sess_manager, master, saver, path, is_chief, config, wait_s
 
 
 def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
-          checkpoint_dir=None, checkpoint_every=None, cluster=None,
+          checkpoint_dir=None, checkpoint_every=None, checkpoint_secs=30.0,
+          cluster=None,
           progress=False, deterministic=True, operation_timeout_ms=None,
           on_step=None, log=None):
     """Trains a model in a Session; resumes from `checkpoint_dir` if it can.
@@ -155,7 +157,9 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
       logdir: TensorBoard directory for tf.compat.v1.summary scalars, or None.
       checkpoint_dir: directory of Saver checkpoints: restored from at the
         start if it holds one, written to during the run. None: no saving.
-      checkpoint_every: also save every this many steps (default: each epoch).
+      checkpoint_every: also save every this many steps.
+      checkpoint_secs: save at the end of an epoch when this many seconds
+        have passed since the last save (0: every epoch).
       cluster: a `cluster.ClusterTask` of a worker, or None for a local run.
       progress: show a tqdm progress bar on stderr.
       deterministic: single-threaded Session (same losses on every run).
@@ -212,7 +216,8 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         result = _run_epochs(sess, model, saver, writer, summary_op, train_feeds,
                              eval_sets, steps_per_epoch, total, start,
                              checkpoint_dir if is_chief else None,
-                             checkpoint_every, progress, on_step, log)
+                             (checkpoint_every, checkpoint_secs), progress,
+                             on_step, log)
         if writer is not None:
             writer.close()
         sess.close()
@@ -220,7 +225,7 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
 
 
 def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
-                steps_per_epoch, total, start, checkpoint_dir, checkpoint_every,
+                steps_per_epoch, total, start, checkpoint_dir, checkpoint_when,
                 progress, on_step, log):
     losses, evaluations, probes, last_ckpt = [], [], {}, [None]
     bar = _progress(total, min(start, total), progress)
@@ -228,8 +233,12 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
         step_after = tf.identity(model.global_step)  # read after the update
     fetch = {"loss": model.loss, "step": step_after, "probes": model.probes}
 
+    checkpoint_every, checkpoint_secs = checkpoint_when
+    saved = {"step": None, "time": time.time()}
+
     def save(step):
-        if checkpoint_dir:
+        if checkpoint_dir and saved["step"] != step:
+            saved.update(step=step, time=time.time())
             os.makedirs(checkpoint_dir, exist_ok=True)
             last_ckpt[0] = saver.save(sess, os.path.join(checkpoint_dir, model.name),
                                       global_step=step)
@@ -283,7 +292,8 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
                 accs = evaluate(epoch + 1, step)
                 if bar is not None:
                     bar.set_postfix(epoch=epoch + 1, **{k: "%.3f" % v for k, v in accs.items()})
-                if not (checkpoint_every and step % checkpoint_every == 0):
+                if (step >= total
+                        or time.time() - saved["time"] >= checkpoint_secs):
                     save(step)
     except KeyboardInterrupt:
         save(step)

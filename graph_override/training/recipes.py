@@ -150,7 +150,8 @@ def train_dann(family="overrides", *, epochs=100, seed=0, domain_weight=1.0,
       reversal_scale: the flip_gradient scale (lambda of the paper).
       source_only: also train the baseline (domain_weight=0).
       **loop_args: passed to `loop.train`; a checkpoint_dir or logdir gets
-        one subdirectory per run ("source_only", "dann").
+        one subdirectory per run ("source_only", "dann"), log messages a
+        "[source_only] " or "[dann] " prefix.
 
     Returns:
       `DannComparison` (source_only is None when not trained).
@@ -162,6 +163,8 @@ def train_dann(family="overrides", *, epochs=100, seed=0, domain_weight=1.0,
         if name == "source_only" and not source_only:
             continue
         args = _subdirs(loop_args, name)
+        if args.get("log"):
+            args["log"] = lambda m, log=args["log"], name=name: log("[%s] %s" % (name, m))
         runs[name] = loop.train(
             lambda w=weight: models.build_dann(
                 family, domain_weight=w, reversal_scale=reversal_scale,

@@ -15,7 +15,8 @@ from graph_override.training import cluster as cluster_lib
 from graph_override.training import models
 from graph_override.training.errors import ClusterUnreachableError
 
-__all__ = ["add_common_flags", "loop_arguments", "run_main"]
+__all__ = ["add_common_flags", "epoch_log", "loop_arguments", "new_parser",
+           "run_main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -34,7 +35,8 @@ def add_common_flags(parser, epochs):
     parser.add_argument("--checkpoint-dir",
                         help="save checkpoints here and resume from the latest one")
     parser.add_argument("--checkpoint-every", type=int, metavar="STEPS",
-                        help="also save every STEPS steps (default: every epoch)")
+                        help="also save every STEPS steps (default: at an epoch's "
+                             "end at most every 30 s, at the end, and on Ctrl-C)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar")
     group = parser.add_argument_group(
@@ -64,6 +66,17 @@ def loop_arguments(args):
     return dict(logdir=args.logdir, checkpoint_dir=args.checkpoint_dir,
                 checkpoint_every=args.checkpoint_every, cluster=task,
                 progress=not args.no_progress, log=print)
+
+
+def epoch_log(every, log=print):
+    """A log function that prints only every `every`-th epoch line."""
+    def filtered(message):
+        words = message.split("epoch ", 1)
+        if len(words) == 2 and words[1].split(",")[0].isdigit():
+            if int(words[1].split(",")[0]) % every:
+                return
+        log(message)
+    return filtered
 
 
 def run_main(parser, body, argv=None):
