@@ -23,10 +23,12 @@ import datetime
 import importlib.util
 import io
 import itertools
+import json
 import os
 import pathlib
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,17 +47,17 @@ SCRIPTS = ROOT / "scripts"
 FULL = dict(
     mlps=[("784-2048-2048-10, batch 256", (784, 2048, 2048, 10), 256),
           ("784-256-256-10, batch 32", (784, 256, 256, 10), 32)],
-    train_repeats=7, train_steps=5,
+    train_repeats=15, train_steps=3,
     sites=[1000, 10000], build_repeats=3, build_grad_sites=1000,
     frozen_nodes=[10_000, 100_000, 1_000_000], frozen_repeats=3,
-    migrate=[(200, 100), (1000, 100)],
+    migrate=[(20, 400), (80, 400)],
 )
 QUICK = dict(
     mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
     train_repeats=3, train_steps=2,
     sites=[50, 100], build_repeats=1, build_grad_sites=50,
-    frozen_nodes=[1_000, 10_000], frozen_repeats=1,
-    migrate=[(5, 40)],
+    frozen_nodes=[2_000], frozen_repeats=1,
+    migrate=[(3, 60)],
 )
 
 
@@ -185,20 +187,29 @@ def bench_training(cfg, log):
             for _ in range(2):  # warm up: first runs allocate and optimize
                 steps[label]()
         times = {label: [] for label in steps}
+        cpu = {label: [] for label in steps}
         labels = list(steps)
+        n = cfg["train_steps"]
         for rep in range(cfg["train_repeats"]):
             order = labels[rep % len(labels):] + labels[:rep % len(labels)]
             for label in order:
                 step = steps[label]
-                seconds, _ = _timed(lambda s=step: [s() for _ in range(cfg["train_steps"])])
-                times[label].append(seconds / cfg["train_steps"])
-        base = median(times[labels[0]])
+                cpu0 = time.process_time()
+                seconds, _ = _timed(lambda s=step: [s() for _ in range(n)])
+                cpu[label].append((time.process_time() - cpu0) / n)
+                times[label].append(seconds / n)
+        # Ratios: the median over repetitions of the ratio within each one
+        # (the variants of one repetition ran seconds apart, so slow drifts
+        # of the machine's load cancel out).
+        base, cpu_base = times[labels[0]], cpu[labels[0]]
         rows = []
         for label in labels:
             s = steps[label]
             rows.append(dict(variant=label, ms=1e3 * median(times[label]),
                              spread=1e3 * (max(times[label]) - min(times[label])),
-                             ratio=median(times[label]) / base,
+                             ratio=median(a / b for a, b in zip(times[label], base)),
+                             cpu_ms=1e3 * median(cpu[label]),
+                             cpu_ratio=median(a / b for a, b in zip(cpu[label], cpu_base)),
                              ops=s.ops, forward_ops=s.forward_ops,
                              first_loss=s.first_loss))
             s.close()
@@ -247,13 +258,15 @@ def _build_once(fn, sites, with_gradients):
         x = tf.compat.v1.placeholder(tf.float32, [16], name="x")
         entries = go.registry_size()
         ops = len(graph.get_operations())
+        cpu = time.process_time()
         build, ys = _timed(lambda: [fn(x) for _ in range(sites)])
+        cpu = time.process_time() - cpu
         entries = go.registry_size() - entries
         ops = len(graph.get_operations()) - ops
         grad = None
         if with_gradients:
             grad, _ = _timed(lambda: tf.gradients(tf.add_n(ys), x))
-    return build, grad, entries, ops
+    return build, cpu, grad, entries, ops
 
 
 def bench_construction(cfg, log):
@@ -261,28 +274,31 @@ def bench_construction(cfg, log):
     for sites in cfg["sites"]:
         log("graph construction: %d sites" % sites)
         with_grad = sites <= cfg["build_grad_sites"]
-        rec = {label: dict(build=[], grad=[], entries=[], ops=None)
+        rec = {label: dict(build=[], cpu=[], grad=[], entries=[], ops=None)
                for label, _ in BUILD_VARIANTS}
         for _, fn in BUILD_VARIANTS:  # warm up: first calls import and cache
             _build_once(fn, 10, with_grad)
         for rep in range(cfg["build_repeats"]):
             k = rep % len(BUILD_VARIANTS)
             for label, fn in BUILD_VARIANTS[k:] + BUILD_VARIANTS[:k]:
-                build, grad, entries, ops = _build_once(fn, sites, with_grad)
+                build, cpu, grad, entries, ops = _build_once(fn, sites, with_grad)
                 r = rec[label]
                 r["build"].append(build)
+                r["cpu"].append(cpu)
                 r["entries"].append(entries)
                 r["ops"] = ops
                 if grad is not None:
                     r["grad"].append(grad)
-        floor = median(rec[BUILD_VARIANTS[0][0]]["build"])
+        floor = rec[BUILD_VARIANTS[0][0]]
         rows = []
         for label, _ in BUILD_VARIANTS:
             r = rec[label]
             rows.append(dict(
                 variant=label, seconds=median(r["build"]),
                 us_per_site=1e6 * median(r["build"]) / sites,
-                ratio=median(r["build"]) / floor,
+                cpu_us_per_site=1e6 * median(r["cpu"]) / sites,
+                ratio=median(a / b for a, b in zip(r["build"], floor["build"])),
+                cpu_ratio=median(a / b for a, b in zip(r["cpu"], floor["cpu"])),
                 grad_seconds=median(r["grad"]) if r["grad"] else None,
                 ops_per_site=r["ops"] / sites,
                 entries_first=r["entries"][0], entries_total=sum(r["entries"])))
@@ -302,26 +318,59 @@ def _load_script(name):
     return module
 
 
+def _run_other(name, calls, log):
+    """Runs `name`.run(*args) for each args in `calls`; None if the module is
+    absent; a one-row table naming the error if it fails (another
+    developer's module must not stop this report)."""
+    try:
+        module = _load_script(name)
+        if module is None:
+            return None
+        out = []
+        for args in calls:
+            log("%s.run%r" % (name, tuple(args)))
+            out.append(module.run(*args))
+        return out
+    except Exception as e:  # pylint: disable=broad-except
+        log("%s failed: %s: %s" % (name, type(e).__name__, e))
+        return [{"error": "scripts/%s.py failed: %s: %s" % (name, type(e).__name__, e)}]
+
+
+_FROZEN_CHILD = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("bench_frozen", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps(module.run(int(sys.argv[2]), int(sys.argv[3]))))
+"""
+
+
 def bench_frozen(cfg, log):
-    module = _load_script("bench_frozen")
-    if module is None:
+    """scripts/bench_frozen.py's run(nodes, repeats), each size in a fresh
+    process: peak memory (ru_maxrss) only grows, so it must not see the
+    other sections' graphs."""
+    path = SCRIPTS / "bench_frozen.py"
+    if not path.exists():
         return None
     out = []
     for nodes in cfg["frozen_nodes"]:
-        log("frozen-graph patching: %d nodes" % nodes)
-        out.append(module.run(nodes, cfg["frozen_repeats"]))
+        log("frozen-graph patching: %d nodes (own process)" % nodes)
+        proc = subprocess.run(
+            [sys.executable, "-c", _FROZEN_CHILD, str(path), str(nodes),
+             str(cfg["frozen_repeats"])], capture_output=True, text=True,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        if proc.returncode != 0:
+            tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
+            out.append({"error": "scripts/bench_frozen.py failed at %d nodes: %s"
+                                 % (nodes, tail[0])})
+            log(out[-1]["error"])
+            break
+        out.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     return out
 
 
 def bench_migrate(cfg, log):
-    module = _load_script("bench_migrate")
-    if module is None:
-        return None
-    out = []
-    for files, lines in cfg["migrate"]:
-        log("source migration: %d files x %d lines" % (files, lines))
-        out.append(module.run(files, lines))
-    return out
+    return _run_other("bench_migrate", cfg["migrate"], log)
 
 
 # --- the report --------------------------------------------------------------------
@@ -372,6 +421,49 @@ def _generic_table(results):
     return _table(keys, [[cell(r.get(k, "")) for k in keys] for r in results])
 
 
+_FROZEN_COLUMNS = [
+    ("nodes", "nodes", "{:,}"), ("MB", "bytes", lambda v: "%.1f" % (v / 1e6)),
+    ("protobuf parse+serialize s", "protobuf_parse_serialize_s", "{:.3f}"),
+    ("load+patch+save s", "load_patch_save_s", "{:.3f}"),
+    ("ratio", "ratio", "**{:.2f}**"),
+    ("ratio incl. file I/O", "ratio_with_file_io", "{:.2f}"),
+    ("load s", "load_s", "{:.3f}"), ("patch s", "patch_s", "{:.3f}"),
+    ("save s", "save_s", "{:.3f}"), ("patch ratio", "patch_ratio", "{:.2f}"),
+    ("nodes patched", "nodes_changed", "{:,}"),
+    ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
+    ("RSS after imports MB", "rss_after_imports_mb", "{:.0f}"),
+    ("Python peak MB", "python_peak_mb", "{:.1f}"),
+]
+
+_MIGRATE_COLUMNS = [
+    ("files", "files", "{:,}"), ("lines", "lines", "{:,}"),
+    ("seconds", "seconds", "{:.2f}"), ("lines / s", "lines_per_second", "**{:,.0f}**"),
+    ("files / s", "files_per_second", "{:.1f}"),
+    ("sites changed", "sites_changed", "{:,}"), ("sites left", "sites_left", "{:,}"),
+    ("plain tree lines / s", "plain_lines_per_second", "{:,.0f}"),
+]
+
+
+def _known_table(columns, results):
+    """The columns we know of another module's dicts; anything else (an
+    error, renamed keys) as a generic table, so nothing is lost."""
+    if any(any(key not in r for _, key, _ in columns) for r in results):
+        return _generic_table(results)
+
+    def cell(fmt, value):
+        return fmt(value) if callable(fmt) else fmt.format(value)
+    return _table([title for title, _, _ in columns],
+                  [[cell(fmt, r[key]) for _, key, fmt in columns] for r in results])
+
+
+def _frozen_table(results):
+    return _known_table(_FROZEN_COLUMNS, results)
+
+
+def _migrate_table(results):
+    return _known_table(_MIGRATE_COLUMNS, results)
+
+
 def render(report, quick, plot_name):
     m = report["machine"]
     out = io.StringIO()
@@ -394,7 +486,8 @@ def render(report, quick, plot_name):
     w()
     w("Times are medians over repetitions; within each repetition the "
       "alternatives run one after another in a rotating order, so noise from "
-      "other processes hits them alike.")
+      "other processes hits them alike. A ratio is the median over repetitions "
+      "of the ratio within each repetition.")
     w()
     w("![benchmarks](%s)" % plot_name)
     w()
@@ -404,16 +497,20 @@ def render(report, quick, plot_name):
       "baseline uses `tanh` in the same places. Plain SGD, softmax cross "
       "entropy, random data held in constants (no feeding). `ops`: operations "
       "in the whole training graph (forward, gradient, update); `fwd ops`: "
-      "operations of the forward pass and loss.")
+      "operations of the forward pass and loss. `CPU ms`: CPU time of this "
+      "process (all its threads) per step, `time.process_time`; less "
+      "sensitive than wall time to other processes on the cores.")
     for t in report["training"]:
         w()
         w("### MLP %s (%d repetitions x %d steps)" % (
             t["title"], report["config"]["train_repeats"], report["config"]["train_steps"]))
         w()
         w(_table(["variant", "ms / step (median)", "spread (max-min)",
-                  "ratio to tanh Session", "ops", "fwd ops"],
+                  "ratio to tanh Session", "CPU ms / step", "CPU ratio", "ops",
+                  "fwd ops"],
                  [[r["variant"], "%.2f" % r["ms"], "%.2f" % r["spread"],
-                   "**%.2f**" % r["ratio"], _fmt(r["ops"], "%d"),
+                   "**%.2f**" % r["ratio"], "%.2f" % r["cpu_ms"],
+                   "%.2f" % r["cpu_ratio"], _fmt(r["ops"], "%d"),
                    _fmt(r["forward_ops"], "%d")] for r in t["rows"]]))
         w()
         w("Initial loss identical across the ste_sign variants (same forward "
@@ -424,17 +521,23 @@ def render(report, quick, plot_name):
     w("Each site is `ste_sign(x)` on a 16-element placeholder, built in a fresh "
       "graph. `registry +`: names added to TensorFlow's gradient registry "
       "(`graph_override.registry_size()`) by the first build, and in total "
-      "over all repetitions in this one process: entries are never removed.")
+      "over all repetitions in this one process: entries are never removed. "
+      "The overrides family registers one name per estimator setting, once per "
+      "process (here already during section 1, hence 0). `tf.gradients s`: "
+      "time to build the gradient of the sum of all sites (measured up to "
+      "%d sites). `CPU`: `time.process_time`, the less noisy measure of this "
+      "single-threaded Python work." % report["config"]["build_grad_sites"])
     for c in report["construction"]:
         w()
         w("### %d sites (%d repetition%s)" % (c["sites"], c["repeats"],
                                               "" if c["repeats"] == 1 else "s"))
         w()
         w(_table(["variant", "build s", "µs / site", "ratio to tf.sign",
-                  "tf.gradients s", "ops / site", "registry + (first build)",
-                  "registry + (all builds)"],
+                  "CPU µs / site", "CPU ratio", "tf.gradients s", "ops / site",
+                  "registry + (first build)", "registry + (all builds)"],
                  [[r["variant"], "%.3f" % r["seconds"], "%.0f" % r["us_per_site"],
-                   "%.2f" % r["ratio"], _fmt(r["grad_seconds"], "%.3f"),
+                   "**%.2f**" % r["ratio"], "%.0f" % r["cpu_us_per_site"],
+                   "%.2f" % r["cpu_ratio"], _fmt(r["grad_seconds"], "%.3f"),
                    "%.0f" % r["ops_per_site"], r["entries_first"],
                    r["entries_total"]] for r in c["rows"]]))
     w()
@@ -443,61 +546,124 @@ def render(report, quick, plot_name):
     if report["frozen"] is None:
         w("Not measured: scripts/bench_frozen.py is not in this tree yet.")
     else:
-        w(_generic_table(report["frozen"]))
+        w("`scripts/bench_frozen.py`, each size in a fresh process: a synthetic "
+          "frozen binarized network (one node in five a Sign); graph_override's "
+          "`frozen.load` + `frozen.patch([\"Sign=ste_sign\"])` + `frozen.save` "
+          "against protobuf's own `GraphDef.FromString` + `SerializeToString` "
+          "of the same bytes. Best of %d runs. Peak RSS is the process's "
+          "(`ru_maxrss`, TensorFlow imported); Python peak is tracemalloc's."
+          % report["config"]["frozen_repeats"])
+        w()
+        w(_frozen_table(report["frozen"]))
     w()
     w("## 4. Source migration throughput")
     w()
     if report["migrate"] is None:
         w("Not measured: scripts/bench_migrate.py is not in this tree yet.")
     else:
-        w(_generic_table(report["migrate"]))
+        w("`scripts/bench_migrate.py`: a generated tree of legacy files dense "
+          "with override scopes and registrations (every block has a site to "
+          "convert or report: the worst case), migrated in diff mode; and a tree "
+          "of the same size without any (plain code, only parsed).")
+        w()
+        w(_migrate_table(report["migrate"]))
     w()
     analysis = report.get("analysis") or ANALYSIS_MARKER + "\n"
     out.write(analysis if analysis.endswith("\n") else analysis + "\n")
     return out.getvalue()
 
 
+def _ok(results):
+    return bool(results) and all("error" not in r for r in results)
+
+
 def plot(report, path):
+    """A 2x2 figure: training ratios, construction cost, frozen-graph
+    patching, migration throughput (the last two where measured)."""
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
-    panels = 2 + (report["frozen"] is not None) + (report["migrate"] is not None)
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2))
-    ax = axes[0]
+    fig, axes = plt.subplots(2, 2, figsize=(15, 10))
+    ax = axes[0][0]
     training = report["training"]
     labels = [r["variant"] for r in training[0]["rows"]]
     width = 0.8 / len(training)
     for i, t in enumerate(training):
         ys = np.arange(len(labels)) + i * width
         ax.barh(ys, [r["ratio"] for r in t["rows"]], height=width, label=t["title"])
+        for y, r in zip(ys, t["rows"]):
+            ax.text(r["ratio"], y, " %.2f" % r["ratio"], va="center", fontsize=7)
     ax.axvline(1.0, color="k", lw=0.8)
     ax.set_yticks(np.arange(len(labels)) + width * (len(training) - 1) / 2)
     ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("time per training step / tanh in a Session")
+    ax.set_xlabel("wall time per training step / tanh in a Session (median ratio)")
     ax.set_title("1. training step (lower is better)")
     ax.legend(fontsize=8, loc="lower right")
+    ax.margins(x=0.12)
 
-    ax = axes[1]
+    ax = axes[0][1]
     cons = report["construction"]
     blabels = [r["variant"].split(" (")[0].split(":")[0] for r in cons[0]["rows"]]
     width = 0.8 / len(cons)
     for i, c in enumerate(cons):
         ys = np.arange(len(blabels)) + i * width
-        ax.barh(ys, [r["us_per_site"] for r in c["rows"]], height=width,
+        ax.barh(ys, [r["cpu_us_per_site"] / 1e3 for r in c["rows"]], height=width,
                 label="%d sites" % c["sites"])
         for y, r in zip(ys, c["rows"]):
-            ax.text(r["us_per_site"], y, "  +%d reg." % r["entries_first"],
+            ax.text(r["cpu_us_per_site"] / 1e3, y,
+                    "  +%d registry entries" % r["entries_first"],
                     va="center", fontsize=7)
     ax.set_yticks(np.arange(len(blabels)) + width * (len(cons) - 1) / 2)
     ax.set_yticklabels(blabels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("µs per site to build (registry entries added per build)")
+    ax.set_xlabel("CPU ms per site to build")
     ax.set_title("2. graph construction (lower is better)")
     ax.legend(fontsize=8, loc="lower right")
-    ax.margins(x=0.25)
-    del panels
+    ax.margins(x=0.35)
+
+    ax = axes[1][0]
+    frozen = report["frozen"]
+    if _ok(frozen):
+        nodes = [r["nodes"] for r in frozen]
+        ax.loglog(nodes, [r["protobuf_parse_serialize_s"] for r in frozen], "o-",
+                  label="protobuf parse + serialize")
+        ax.loglog(nodes, [r["load_patch_save_s"] for r in frozen], "s-",
+                  label="graph_override load + patch + save")
+        ax.loglog(nodes, [r["patch_s"] for r in frozen], "^--", label="patch() alone")
+        for r in frozen:
+            ax.annotate("%.0f MB peak RSS" % r["peak_rss_mb"],
+                        (r["nodes"], r["load_patch_save_s"]),
+                        textcoords="offset points", xytext=(-30, 8), fontsize=7)
+        ax.set_xlabel("GraphDef nodes")
+        ax.set_ylabel("seconds (best of %d)" % report["config"]["frozen_repeats"])
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+    ax.set_title("3. frozen-graph patching")
+
+    ax = axes[1][1]
+    migrate = report["migrate"]
+    if _ok(migrate):
+        names = ["%d files x %d lines" % (r["files"], r["lines"] // max(r["files"], 1))
+                 for r in migrate]
+        ys = np.arange(len(migrate))
+        ax.barh(ys - 0.2, [r["lines_per_second"] for r in migrate], height=0.4,
+                label="dense with override code")
+        ax.barh(ys + 0.2, [r["plain_lines_per_second"] for r in migrate], height=0.4,
+                label="plain code (parsed only)")
+        ax.set_yticks(ys)
+        ax.set_yticklabels(names, fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("lines per second")
+        ax.legend(fontsize=8, loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+    ax.set_title("4. source migration throughput (higher is better)")
+    fig.suptitle("graph_override benchmarks: %d cores, TensorFlow %s (%s)" % (
+        report["machine"]["nproc"], report["machine"]["tensorflow"],
+        report["machine"]["date"]))
     fig.tight_layout()
     _atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100), binary=True)
     plt.close(fig)

@@ -115,3 +115,17 @@ def test_tables_of_other_benchmark_modules(bench):
     assert table.splitlines()[0] == "| nodes | seconds | peak |"
     assert table.splitlines()[3] == "| 100 | 2.25 | 1/2 |"
 
+
+
+def test_frozen_table_names_every_figure_and_keeps_errors(bench):
+    row = {"nodes": 10000, "bytes": 750000, "protobuf_parse_serialize_s": 0.01,
+           "protobuf_with_file_io_s": 0.012, "load_s": 0.01, "patch_s": 0.015,
+           "save_s": 0.01, "load_patch_save_s": 0.035, "ratio": 3.5,
+           "ratio_with_file_io": 2.9, "patch_ratio": 1.5, "nodes_changed": 2000,
+           "peak_rss_mb": 700.0, "rss_after_imports_mb": 650.0, "python_peak_mb": 4.2}
+    lines = bench._frozen_table([row]).splitlines()  # pylint: disable=protected-access
+    assert lines[0].startswith("| nodes | MB | protobuf parse+serialize s | load+patch+save s | ratio |")
+    assert lines[2].startswith("| 10,000 | 0.8 | 0.010 | 0.035 | **3.50** |")
+    assert lines[2].endswith("| 2,000 | 700 | 650 | 4.2 |")
+    failed = bench._frozen_table([{"error": "scripts/bench_frozen.py failed: boom"}])  # pylint: disable=protected-access
+    assert "failed: boom" in failed
