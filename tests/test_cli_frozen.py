@@ -195,6 +195,39 @@ def test_patch_unreadable_model_exits_2_and_writes_nothing(tmp_path, capsys, con
     assert sorted(os.listdir(tmp_path)) == ["bad.pb"]
 
 
+def _broken_graph(kind):
+    graph = _sign_model()
+    if kind == "duplicate":
+        graph.node.add().CopyFrom(graph.node[0])
+    else:
+        graph.node[-1].input[0] = "gone"
+    return graph.SerializeToString()
+
+
+@pytest.mark.parametrize("kind, match", [("duplicate", "two nodes are named 'x'"),
+                                         ("dangling", "no node is named 'gone'")])
+def test_patch_invalid_graph_exits_2_and_writes_nothing(tmp_path, capsys, kind, match):
+    bad = tmp_path / ("%s.pb" % kind)
+    bad.write_bytes(_broken_graph(kind))
+    code, _, err = _main(capsys, "patch", str(bad), "-o", str(tmp_path / "o.pb"),
+                         "--map", "Sign=ste_sign")
+    assert code == 2 and str(bad) in err and match in err
+    assert sorted(os.listdir(tmp_path)) == [bad.name]
+
+
+def test_saved_model_directory_and_file_exit_2(tmp_path, capsys):
+    module = tf.Module()
+    module.f = tf.function(lambda x: 2.0 * x, input_signature=[tf.TensorSpec([], tf.float32)])
+    saved = tmp_path / "saved"
+    tf.saved_model.save(module, str(saved))
+    before = sorted(os.listdir(tmp_path))
+    for target in (saved, saved / "saved_model.pb"):
+        code, _, err = _main(capsys, "patch", str(target), "-o", str(tmp_path / "o.pb"),
+                             "--map", "Sign=ste_sign")
+        assert code == 2 and str(target) in err and "SavedModel" in err
+    assert sorted(os.listdir(tmp_path)) == before
+
+
 def test_missing_model_exits_2(tmp_path, capsys):
     code, _, err = _main(capsys, "patch", str(tmp_path / "nope.pb"), "-o",
                          str(tmp_path / "o.pb"), "--map", "Sign=ste_sign")
