@@ -289,6 +289,30 @@ def test_dtypes_are_kept(dtype):
         (np.abs(x.astype(np.float32)) <= 1.0).astype(np.float32))
 
 
+@pytest.mark.parametrize("use_resource", [True, False])
+def test_session_training_on_variables(use_resource):
+    """Migrated code still trains in a TF1 Session, on resource and ref
+    variables: the STE passes the gradient where |w| <= 1."""
+    init = np.array([0.5, -2.0, 0.25, 1.0], np.float32)
+    scale = np.array([1.0, 2.0, 3.0, -1.0], np.float32)
+    with tf.Graph().as_default():
+        w = tf.compat.v1.get_variable("w", initializer=init, use_resource=use_resource)
+        loss = tf.reduce_sum(op_with_gradient(tf.sign, sign_ste_grad)(w) * scale)
+        train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(train)
+            after = sess.run(w)
+    np.testing.assert_allclose(after, init - 0.1 * scale * (np.abs(init) <= 1.0))
+
+
+def test_eager_variables_get_the_gradient():
+    v = tf.Variable([0.5, -2.0, 0.25])
+    with tf.GradientTape() as tape:
+        y = op_with_gradient(tf.sign, sign_ste_grad)(v)
+    np.testing.assert_array_equal(tape.gradient(y, v), [1.0, 0.0, 1.0])
+
+
 def test_keras3_layer_trains_with_a_legacy_gradient():
     class BinaryDense(keras.layers.Layer):
         def build(self, input_shape):
