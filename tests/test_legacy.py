@@ -106,6 +106,33 @@ def test_numeric_jacobian(what, op_fn, name, inputs):
         np.testing.assert_allclose(t, n, rtol=1e-6, atol=1e-6)
 
 
+A2 = np.ones((2, 3), np.float64)
+
+
+@pytest.mark.parametrize("op_fn,args,attrs", [
+    (tf.sign, [X], {"T": tf.float32}),
+    (tf.round, [X.astype(np.float64)], {"T": tf.float64}),
+    (tf.floor, [X.astype(np.float16)], {"T": tf.float16}),
+    (tf.identity, [X], {"T": tf.float32}),
+    (tf.nn.relu, [X], {"T": tf.float32}),
+    (lambda a, b: tf.matmul(a, b, transpose_b=True), [A2, A2],
+     {"T": tf.float64, "transpose_a": False, "transpose_b": True}),
+], ids=["Sign", "Round", "Floor", "Identity", "Relu", "MatMul"])
+def test_attrs_are_those_of_graph_mode(op_fn, args, attrs):
+    seen = {}
+
+    def grad(op, *dys):
+        seen.update({k: op.get_attr(k) for k in attrs})
+        return [tf.zeros_like(t) for t in op.inputs]
+
+    testing.evaluate(op_with_gradient(op_fn, grad), args, "eager")
+    assert seen == attrs
+    # Graph mode gives the same attrs on the real op.
+    with tf.Graph().as_default():
+        y = op_fn(*[tf.constant(a) for a in args])
+        assert {k: y.op.get_attr(k) for k in attrs} == attrs
+
+
 def test_multi_output_op_and_attrs():
     seen = {}
 
