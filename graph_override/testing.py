@@ -60,7 +60,8 @@ def _tape(fn, xs, upstream):
         outs = _as_list(fn(*xs))
     grads = tape.gradient(outs, xs, output_gradients=_upstreams(outs, upstream),
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return outs, grads
+    # IndexedSlices (from gather and the like) become dense, as in graph mode.
+    return outs, [tf.convert_to_tensor(g) for g in grads]
 
 
 def _eager_mode(fn, inputs, upstream):

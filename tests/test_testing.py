@@ -72,3 +72,10 @@ def test_nan_equals_nan_in_the_forward_check():
 def test_bad_forward_option():
     with pytest.raises(ValueError, match="forward"):
         testing.assert_same_gradients(tf.identity, tf.identity, np.ones(1), forward="yes")
+
+
+@pytest.mark.parametrize("mode", testing.MODES)
+def test_sparse_gradients_come_back_dense(mode):
+    params = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    result = testing.evaluate(lambda p: tf.gather(p, [0, 2, 2]), params, mode)
+    np.testing.assert_array_equal(result.gradients[0], [1.0, 0.0, 2.0, 0.0])
