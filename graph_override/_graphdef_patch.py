@@ -53,7 +53,7 @@ def _rewrite_identity_n(node, rule, names, what):
         raise RuleError("%s: %s on node %r: its gradient is not linear in dy, "
                         "which the stop_gradient form needs; use a registered "
                         "gradient name instead" % (what, rule.estimator, node.name))
-    added = []
+    added = b""
     for i in range(k):
         if tf.as_dtype(types[i]) not in _FLOATS:
             raise RuleError("%s: IdentityN %r input %d is %s; estimators need "
@@ -69,14 +69,16 @@ def _rewrite_identity_n(node, rule, names, what):
     return added
 
 
-def _claim(names, new_nodes, what):
-    """Adds the names of `new_nodes` to `names`, refusing any already taken."""
-    for node in new_nodes:
-        if node.name in names:
+def _claim(names, stamped, what):
+    """Adds the names of the `stamped` nodes to `names`, refusing any already
+    taken; returns their bytes."""
+    new_names, data = stamped
+    for name in new_names:
+        if name in names:
             raise RuleError("%s: node name %r exists already; was this graph "
-                            "patched or made portable before?" % (what, node.name))
-        names.add(node.name)
-    return new_nodes
+                            "patched or made portable before?" % (what, name))
+        names.add(name)
+    return data
 
 
 def _rewrite_node(node, rule, names, what):
@@ -136,7 +138,7 @@ def _apply(graph_def, rules, on_no_match, portable):
         return _set_names_fast(graph_def, view, rules, selected, owner)
     # A copy: parsing the bytes at hand is faster than CopyFrom.
     new = graph_pb2.GraphDef.FromString(view.data)
-    changes, added = [], []
+    changes, added = [], []  # added: serialized GraphDef node fields
     names = None
     if portable or any(view.ops[i] == "IdentityN" for i in owner
                        if rules[owner[i]].estimator):
@@ -165,11 +167,11 @@ def _apply(graph_def, rules, on_no_match, portable):
             del attrs[GRADIENT_ATTR]
             changes.append(NodeChange(name, op, "remove", before, None, texts[r]))
         elif rule.estimator is not None and op == "IdentityN":
-            added += _rewrite_identity_n(node, rule, names, what)
+            added.append(_rewrite_identity_n(node, rule, names, what))
             changes.append(NodeChange(name, op, "rewrite", before,
                                       "stop_gradient form of " + targets[r], texts[r]))
         elif portable:
-            added += _rewrite_node(node, rule, names, what)
+            added.append(_rewrite_node(node, rule, names, what))
             changes.append(NodeChange(name, op, "rewrite", before,
                                       "stop_gradient form of " + targets[r], texts[r]))
         else:
@@ -180,8 +182,12 @@ def _apply(graph_def, rules, on_no_match, portable):
                                     "gradient to; narrow the rule %s" % (name, op, rule))
             attrs[GRADIENT_ATTR].s = encoded[r]
             changes.append(NodeChange(name, op, "set", before, targets[r], texts[r]))
-    new.node.extend(added)
-    report = PatchReport(changes=changes, nodes_added=len(added), portable=portable,
+    nodes_added = 0
+    if added:
+        count = len(new.node)
+        new = graph_pb2.GraphDef.FromString(new.SerializeToString() + b"".join(added))
+        nodes_added = len(new.node) - count
+    report = PatchReport(changes=changes, nodes_added=nodes_added, portable=portable,
                          rule_matches=[(str(r), len(selected[j])) for j, r in enumerate(rules)])
     if portable:
         report.unresolved_left = _non_portable_names(new)

@@ -31,8 +31,8 @@ _X, _Y, _OUT = "graph_override_x", "graph_override_y", "graph_override_out"
 
 @functools.lru_cache(maxsize=64)
 def _template(estimator, params_items, dtype_enum):
-    """Serialized NodeDefs of the stop_gradient form; inputs named _X and _Y,
-    the result named _OUT."""
+    """The stop_gradient form's nodes as (name, serialized op field, inputs,
+    serialized attrs); inputs named _X and _Y, the result named _OUT."""
     params = dict(params_items)
     dtype = tf.as_dtype(dtype_enum)
     graph = tf.Graph()
@@ -43,8 +43,34 @@ def _template(estimator, params_items, dtype_enum):
         finite_x = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
         h = finite_x if g is None else finite_x * tf.stop_gradient(g)
         tf.math.subtract(tf.stop_gradient(y), tf.stop_gradient(h) - h, name=_OUT)
-    return tuple(n.SerializeToString() for n in graph.as_graph_def().node
-                 if n.name not in (_X, _Y))
+    out = []
+    for node in graph.as_graph_def().node:
+        if node.name in (_X, _Y):
+            continue
+        attrs = node_def_pb2.NodeDef()
+        for key, value in node.attr.items():
+            attrs.attr[key].CopyFrom(value)
+        out.append((node.name, _field(b"\x12", node.op.encode("utf-8")), tuple(node.input),
+                    attrs.SerializeToString(deterministic=True)))
+    return tuple(out)
+
+
+def _varint(n):
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SHORT = [bytes((n,)) for n in range(0x80)]
+
+
+def _field(tag, data):
+    """A length-delimited protobuf field: tag byte, length, bytes."""
+    n = len(data)
+    return tag + (_SHORT[n] if n < 0x80 else _varint(n)) + data
 
 
 def _rename(ref, prefix, x_ref, y_ref, out_name):
@@ -62,7 +88,7 @@ def _rename(ref, prefix, x_ref, y_ref, out_name):
 
 def stamp(estimator, params, dtype_enum, *, x_ref, y_ref, prefix, out_name,
           device=""):
-    """NodeDefs computing y's value with the estimator's gradient into x.
+    """Serialized nodes computing y's value with the estimator's gradient into x.
 
     Args:
       estimator: a linear estimator (not clip_gradient).
@@ -74,15 +100,20 @@ def stamp(estimator, params, dtype_enum, *, x_ref, y_ref, prefix, out_name,
       device: device of the new nodes.
 
     Returns:
-      A list of new `NodeDef` messages.
+      (names of the new nodes, their bytes as GraphDef ``node`` fields): the
+      bytes appended to a serialized GraphDef add the nodes to it. Written
+      directly rather than through NodeDef messages, which would cost ten
+      times as much for graphs with many rewritten nodes.
     """
-    out = []
-    for data in _template(estimator, tuple(params.items()), int(dtype_enum)):
-        node = node_def_pb2.NodeDef.FromString(data)
-        node.name = out_name if node.name == _OUT else prefix + node.name
-        refs = [_rename(r, prefix, x_ref, y_ref, out_name) for r in node.input]
-        del node.input[:]
-        node.input.extend(refs)
-        node.device = device
-        out.append(node)
-    return out
+    names, chunks = [], []
+    tail = (_field(b"\x22", device.encode("utf-8")) if device else b"")
+    for name, op_field, inputs, attrs in _template(estimator, tuple(params.items()),
+                                                   int(dtype_enum)):
+        new_name = out_name if name == _OUT else prefix + name
+        names.append(new_name)
+        body = [_field(b"\x0a", new_name.encode("utf-8")), op_field]
+        body += [_field(b"\x1a", _rename(r, prefix, x_ref, y_ref, out_name).encode("utf-8"))
+                 for r in inputs]
+        body += [tail, attrs]
+        chunks.append(_field(b"\x0a", b"".join(body)))
+    return names, b"".join(chunks)
