@@ -1,4 +1,4 @@
-"""The stop_gradient form of an estimator, as NodeDefs to splice into a GraphDef.
+"""The stop_gradient form of an estimator, as nodes to splice into a GraphDef.
 
 For a node computing y from x, `stamp` returns nodes computing
 
@@ -13,8 +13,9 @@ estimator's sign gives +1 there).
 
 The ops are built once per (estimator, parameters, dtype) in a scratch
 tf.Graph with the estimator's own gradient multiplier
-(`graph_override.estimators.gradient_multiplier`), then copied with renamed
-nodes, so the maths is the one the three families use.
+(`graph_override.estimators.gradient_multiplier`), so the maths is the one
+the three families use; each rewrite then writes the template's nodes, with
+new names and inputs, as serialized GraphDef fields.
 """
 
 import functools
