@@ -421,3 +421,14 @@ def test_make_portable_refuses_names_that_are_taken():
         tf.identity(y, name="y/graph_override_portable/StopGradient")
     with pytest.raises(frozen.RuleError, match="exists already"):
         frozen.make_portable(g.as_graph_def(), "Sign=ste_sign")
+
+
+def test_inspect_flags_python_callbacks_and_file_reads():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None], name="x")
+        tf.compat.v1.py_func(np.square, [x], tf.float32, name="callback")
+        tf.io.read_file("weights.bin", name="reader")
+    risky = {r["node"]: (r["op"], r["reason"])
+             for r in frozen.inspect(g.as_graph_def()).risky_ops}
+    assert risky["callback"][0] == "PyFunc" and "Python code" in risky["callback"][1]
+    assert risky["reader"] == ("ReadFile", "reads files")
