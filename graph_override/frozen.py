@@ -23,8 +23,6 @@ no graph_override installed; `import_graph_def` resolves the graph's
 gradient names before importing and fails early, listing those it cannot.
 
 Example:
-  >>> import os, tempfile
-  >>> import numpy as np
   >>> import tensorflow as tf
   >>> from graph_override import frozen
   >>> with tf.Graph().as_default() as g:
@@ -58,15 +56,15 @@ from graph_override._graphdef_rules import (GRADIENT_ATTR, GRADIENT_ATTR_BYTES, 
 from graph_override.errors import EagerModeError, UnknownGradientError
 
 __all__ = [
-    "MAX_BYTES",
     "GRADIENT_ATTR",
     "InspectReport",
+    "MAX_BYTES",
     "NodeChange",
     "PatchReport",
     "RISKY_OPS",
-    "ZERO_GRADIENT_OPS",
     "Rule",
     "RuleError",
+    "ZERO_GRADIENT_OPS",
     "check_output_path",
     "import_graph_def",
     "inspect",
@@ -78,7 +76,6 @@ __all__ = [
     "save",
     "validate",
 ]
-
 
 
 def import_graph_def(graph_def, input_map=None, return_elements=None, name=None):
