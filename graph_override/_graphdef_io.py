@@ -25,7 +25,8 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from graph_override.errors import GraphDefError
 
-__all__ = ["MAX_BYTES", "append_to_nodes", "check_output_path", "fast_index", "load", "parse_graph_def", "save", "validate"]
+__all__ = ["MAX_BYTES", "append_to_nodes", "check_output_path", "fast_index", "load",
+           "parse_graph_def", "save", "validate"]
 
 # Protobuf cannot serialize or parse a message of 2 GiB or more.
 MAX_BYTES = 2 ** 31 - 1
