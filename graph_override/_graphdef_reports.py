@@ -64,7 +64,8 @@ class InspectReport:
     nodes: int
     op_types: dict                       # op type -> count, most common first
     gradient_failures: list              # dicts: node, op, gradient, reason
-    gradient_names: list                 # dicts: name, count, resolvable, needs_graph_override, nodes
+    gradient_names: list                 # dicts: name, count, nodes, resolvable,
+    #                                      needs_graph_override
     risky_ops: list                      # dicts: node, op, reason
     zero_gradients: list = dataclasses.field(default_factory=list)  # dicts: node, op, reason
     functions: int = 0
