@@ -23,16 +23,26 @@ def _data_inputs(node):
     return [i for i in node.input if not i.startswith("^")]
 
 
+def _float_dtype(enum, what, node, detail=""):
+    """`enum` if it is a float DataType; else a RuleError naming the node."""
+    try:
+        dtype = tf.as_dtype(enum)
+    except TypeError:
+        dtype = None
+    if dtype not in _FLOATS:
+        raise RuleError("%s: node %r (op %s)%s has dtype %s; estimators need "
+                        "float16, bfloat16, float32 or float64" % (
+                            what, node.name, node.op, detail,
+                            dtype.name if dtype is not None else "enum %d" % enum))
+    return enum
+
+
 def _dtype(node, what):
     attr = node.attr.get("T")
     if attr is None or not attr.type:
         raise RuleError("%s: node %r (op %s) has no 'T' dtype attr, so no "
                         "stop_gradient form can be built for it" % (what, node.name, node.op))
-    if tf.as_dtype(attr.type) not in _FLOATS:
-        raise RuleError("%s: node %r (op %s) has dtype %s; estimators need a "
-                        "float dtype" % (what, node.name, node.op,
-                                         tf.as_dtype(attr.type).name))
-    return attr.type
+    return _float_dtype(attr.type, what, node)
 
 
 def _rewrite_identity_n(node, rule, names, what):
@@ -55,9 +65,7 @@ def _rewrite_identity_n(node, rule, names, what):
                         "gradient name instead" % (what, rule.estimator, node.name))
     added = b""
     for i in range(k):
-        if tf.as_dtype(types[i]) not in _FLOATS:
-            raise RuleError("%s: IdentityN %r input %d is %s; estimators need "
-                            "floats" % (what, node.name, i, tf.as_dtype(types[i]).name))
+        _float_dtype(types[i], what, node, " input %d" % i)
         prefix = "%s/graph_override_portable_%d/" % (node.name, i)
         out_name = prefix + "out"
         added += _claim(names, _graphdef_portable.stamp(

@@ -432,3 +432,15 @@ def test_inspect_flags_python_callbacks_and_file_reads():
              for r in frozen.inspect(g.as_graph_def()).risky_ops}
     assert risky["callback"][0] == "PyFunc" and "Python code" in risky["callback"][1]
     assert risky["reader"] == ("ReadFile", "reads files")
+
+
+def test_make_portable_refuses_non_float_nodes():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.int32, [None], name="x")
+        tf.sign(x, name="y")
+    with pytest.raises(frozen.RuleError, match="'y' \\(op Sign\\) has dtype int32"):
+        frozen.make_portable(g.as_graph_def(), "Sign=ste_sign")
+    graph_def = g.as_graph_def()
+    graph_def.node[1].attr["T"].type = 999  # no such DataType
+    with pytest.raises(frozen.RuleError, match="enum 999"):
+        frozen.make_portable(graph_def, "Sign=ste_sign")
