@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import _graphdef_io, frozen
-from graph_override.errors import GraphDefError
+from graph_override.errors import GraphDefError, GraphOverrideError
 
 
 def _small_graph_def():
@@ -199,6 +199,29 @@ def test_mutated_binary_graphdefs_give_a_graphdef_or_our_error(edits):
     else:
         frozen.validate(graph_def)
         frozen.inspect(graph_def)
+        for apply in (frozen.patch, frozen.make_portable):
+            try:
+                apply(graph_def, "Sign=ste_sign", on_no_match="ignore")
+            except GraphOverrideError:
+                pass
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(position=st.integers(0, len(DATA) - 1), value=st.integers(0, 255))
+def test_graphs_with_one_byte_changed_patch_or_raise_our_errors(position, value):
+    """One changed byte often still parses (a name, an attr value, a dtype):
+    patch and make_portable must then work or raise the project's errors."""
+    data = _mutate(DATA, [(0, position, value)])
+    try:
+        graph_def = frozen.parse_graph_def(data, "fuzz.pb")
+    except GraphDefError:
+        return
+    for apply in (frozen.patch, frozen.make_portable):
+        try:
+            new, _ = apply(graph_def, "Sign=ste_sign", on_no_match="ignore")
+        except GraphOverrideError:
+            continue
+        frozen.validate(new)
 
 
 TEXT = str(GRAPH).encode()
