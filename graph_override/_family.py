@@ -1,8 +1,8 @@
 """The public signatures of the estimator functions, written once.
 
-`define(module_globals, family, apply)` creates the eleven functions of a
-family around its ``apply(estimator, x, name, params)`` and sets their names
-and docstrings, so the three families cannot drift apart in names,
+`define(module_name, family, apply)` creates the eleven functions of a
+family around its ``apply(estimator, x, name, params)``, sets their names and
+docstrings, and returns them for the family module to bind by name, so the three families cannot drift apart in names,
 parameters or defaults.
 """
 
@@ -58,11 +58,18 @@ def _functions(apply):
             scale_gradient, clip_gradient]
 
 
-def define(module_globals, family, apply):
-    """Defines the family's estimator functions in `module_globals`."""
-    module = module_globals["__name__"]
+def define(module_name, family, apply):
+    """The family's estimator functions, in ESTIMATOR_FUNCTIONS order.
+
+    Each family module binds them by name, so the names are visible to
+    readers and static tools::
+
+        (approx_sign, clip_gradient, ...) = _family.define(__name__, "tf2", _apply)
+    """
+    by_name = {}
     for fn in _functions(apply):
-        fn.__module__ = module
+        fn.__module__ = module_name
         fn.__qualname__ = fn.__name__
         fn.__doc__ = _docs.docstring(fn.__name__, family)
-        module_globals[fn.__name__] = fn
+        by_name[fn.__name__] = fn
+    return tuple(by_name[name] for name in ESTIMATOR_FUNCTIONS)

@@ -16,13 +16,13 @@ checked in about the time it takes to parse it.
 
 import os
 import re
-import tempfile
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 
+from graph_override._atomic import atomic_write
 from graph_override.errors import GraphDefError
 
 __all__ = ["MAX_BYTES", "append_to_nodes", "check_output_path", "fast_index", "load",
@@ -416,30 +416,14 @@ def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
             "(a SavedModel stores them as variables)." % (path, len(data), MAX_BYTES))
     if as_text:
         data = text_format.MessageToString(graph_def).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        with open(tmp, "rb") as f:
-            back = f.read()
-        if back != data:
-            raise GraphDefError("%s: the temporary file %s did not read back as "
-                                "written; nothing was replaced" % (path, tmp))
+    def check(back):
         if as_text:
             text_format.Parse(back.decode("utf-8"), graph_pb2.GraphDef())
         elif fast_index(back, len(graph_def.node)) is None:
             # The bytes equal the serialization, so a full GraphDef parse can
             # only repeat what this one checks: the wire format, one name and
             # op per node (and it takes a third of the time).
-            raise GraphDefError("%s: the temporary file %s does not re-parse as "
-                                "the GraphDef; nothing was replaced" % (path, tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            raise GraphDefError("%s: the written file does not re-parse as the "
+                                "GraphDef; nothing was replaced" % path)
+
+    atomic_write(path, data, verify=check, keep_mode=False)

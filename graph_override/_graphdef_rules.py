@@ -7,18 +7,14 @@ import re
 import warnings
 
 from graph_override import _compat, _graphdef_io, estimators, registry
-from graph_override.errors import (GraphOverrideError, NoMatchError,
-                                   UnknownGradientError, UnknownOpTypeError)
+from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError,
+                                   UnknownOpTypeError)
 
 __all__ = ["GRADIENT_ATTR", "GRADIENT_ATTR_BYTES", "Rule", "RuleError", "View",
            "as_rules", "check_matches", "gradient_attr", "parse_rule", "select"]
 
 GRADIENT_ATTR = "_gradient_op_type"
 GRADIENT_ATTR_BYTES = GRADIENT_ATTR.encode()
-
-
-class RuleError(GraphOverrideError, ValueError):
-    """A patch rule is malformed, or cannot be applied to a node it selects."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,6 +12,8 @@ __all__ = [
     "GraphDefError",
     "GraphOverrideError",
     "NoMatchError",
+    "RuleError",
+    "SourceError",
     "UnknownGradientError",
     "UnknownOpTypeError",
 ]
@@ -52,3 +54,13 @@ class GraphDefError(GraphOverrideError, ValueError):
 
 class GradientContractError(GraphOverrideError, ValueError):
     """A gradient function returned the wrong count, shape or type."""
+
+
+class RuleError(GraphOverrideError, ValueError):
+    """A frozen-graph patch rule is malformed, or cannot be applied to a node
+    it selects (graph_override.frozen)."""
+
+
+class SourceError(GraphOverrideError, ValueError):
+    """A source file cannot be read or parsed as Python, or cannot be written
+    (graph_override.migrate)."""

@@ -31,13 +31,13 @@ import difflib
 import io
 import os
 import re
-import tempfile
 import tokenize
 
 import libcst as cst
 
 from graph_override import _migrate_rewrite
-from graph_override.errors import GraphOverrideError
+from graph_override._atomic import atomic_write
+from graph_override.errors import SourceError
 
 __all__ = [
     "FileResult",
@@ -51,10 +51,6 @@ __all__ = [
     "migrate_source",
     "write_atomically",
 ]
-
-
-class SourceError(GraphOverrideError, ValueError):
-    """A file cannot be read or parsed as Python, or cannot be written."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -255,7 +251,6 @@ def write_atomically(path, data, *, expected=None):
       SourceError: the file changed since it was read, or cannot be written.
     """
     path = os.path.realpath(path)  # write through a symlink, keep the link
-    folder = os.path.dirname(path)
     try:
         if expected is not None:
             with open(path, "rb") as f:
@@ -263,21 +258,7 @@ def write_atomically(path, data, *, expected=None):
                     raise SourceError("%s: the file changed while it was being "
                                       "migrated; it was not written. Run the "
                                       "migration again." % path)
-        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".%s." % os.path.basename(path),
-                                   suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if mode is not None:
-                os.chmod(tmp, mode)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        atomic_write(path, data)
     except OSError as e:
         raise SourceError("%s: cannot write the migrated file (%s); the original "
                           "is unchanged." % (path, e.strerror or e)) from None

@@ -88,4 +88,6 @@ def _apply(estimator, x, name, params):
         return _build(estimator, x, params, grad_name)
 
 
-_family.define(globals(), "overrides", _apply)
+(approx_sign, clip_gradient, dorefa_quantize, flip_gradient, scale_gradient,
+ ste_floor, ste_heaviside, ste_round, ste_sign, ste_tern,
+ swish_sign) = _family.define(__name__, "overrides", _apply)

@@ -62,4 +62,6 @@ def _apply(estimator, x, name, params):
         return apply_stop_gradient(estimator, x, params)
 
 
-_family.define(globals(), "stopgrad", _apply)
+(approx_sign, clip_gradient, dorefa_quantize, flip_gradient, scale_gradient,
+ ste_floor, ste_heaviside, ste_round, ste_sign, ste_tern,
+ swish_sign) = _family.define(__name__, "stopgrad", _apply)

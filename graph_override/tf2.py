@@ -44,7 +44,9 @@ def _apply(estimator, x, name, params):
         return estimator_op(x)
 
 
-_family.define(globals(), "tf2", _apply)
+(approx_sign, clip_gradient, dorefa_quantize, flip_gradient, scale_gradient,
+ ste_floor, ste_heaviside, ste_round, ste_sign, ste_tern,
+ swish_sign) = _family.define(__name__, "tf2", _apply)
 
 
 def op_with_gradient(op_fn, gradient):
