@@ -336,12 +336,29 @@ def _run_other(name, calls, log):
         return [{"error": "scripts/%s.py failed: %s: %s" % (name, type(e).__name__, e)}]
 
 
+# The child reports peak RSS from /proc/self/status (VmHWM, the peak of its
+# own address space): ru_maxrss survives exec, so a child started by this
+# large process would report the parent's peak.
 _FROZEN_CHILD = """
 import importlib.util, json, sys
+def hwm_mb():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024.0, 1)
+    except OSError:
+        return None
+import tensorflow, graph_override.frozen
+after_imports = hwm_mb()
 spec = importlib.util.spec_from_file_location("bench_frozen", sys.argv[1])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-print(json.dumps(module.run(int(sys.argv[2]), int(sys.argv[3]))))
+result = module.run(int(sys.argv[2]), int(sys.argv[3]))
+if after_imports is not None:
+    result["rss_after_imports_mb"] = after_imports
+    result["peak_rss_mb"] = hwm_mb()
+print(json.dumps(result))
 """
 
 
@@ -480,6 +497,12 @@ def render(report, quick, plot_name):
           m["nproc"], m["cpu"], m["platform"], m["python"], m["tensorflow"],
           m["numpy"], m["protobuf"], m["graph_override"]))
     w()
+    kept = [s for s in SECTIONS if s not in report.get("measured", SECTIONS)]
+    if kept:
+        w("Sections %s were re-measured in this run; %s are kept from the "
+          "report's previous run (`--only`)." % (
+              ", ".join(s for s in SECTIONS if s not in kept), ", ".join(kept)))
+        w()
     w("Load average (1, 5, 15 min) when the run started: %.2f, %.2f, %.2f; "
       "at its end: %.2f, %.2f, %.2f (other processes share the cores)." % (
           tuple(m["load"]) + tuple(report.get("load_end", (0, 0, 0)))))
@@ -550,8 +573,10 @@ def render(report, quick, plot_name):
           "frozen binarized network (one node in five a Sign); graph_override's "
           "`frozen.load` + `frozen.patch([\"Sign=ste_sign\"])` + `frozen.save` "
           "against protobuf's own `GraphDef.FromString` + `SerializeToString` "
-          "of the same bytes. Best of %d runs. Peak RSS is the process's "
-          "(`ru_maxrss`, TensorFlow imported); Python peak is tracemalloc's."
+          "of the same bytes. Best of %d runs. Peak RSS: the peak resident size of "
+          "the benchmark's own process (`VmHWM`), TensorFlow imported; 'after "
+          "imports' is that peak before the benchmark starts. Python peak: "
+          "tracemalloc's peak of Python allocations during one load+patch+save."
           % report["config"]["frozen_repeats"])
         w()
         w(_frozen_table(report["frozen"]))
@@ -567,6 +592,8 @@ def render(report, quick, plot_name):
           "of the same size without any (plain code, only parsed).")
         w()
         w(_migrate_table(report["migrate"]))
+    w()
+    w(embed_data(report).rstrip("\n"))
     w()
     analysis = report.get("analysis") or ANALYSIS_MARKER + "\n"
     out.write(analysis if analysis.endswith("\n") else analysis + "\n")
@@ -685,6 +712,31 @@ def _atomic_write(path, write, binary=False):
 
 
 ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by scripts/bench.py -->"
+DATA_MARKER = "<!-- bench-data "
+SECTIONS = ("training", "construction", "frozen", "migrate")
+
+
+def embed_data(report):
+    """The report's figures as an HTML comment, so `--only SECTION` can
+    re-run one section and keep the others' figures."""
+    text = json.dumps({k: report.get(k) for k in SECTIONS + ("config", "machine")})
+    return DATA_MARKER + text.replace("--", "-\\u002d") + " -->\n"
+
+
+def embedded_data(path):
+    """The figures embedded in an earlier report at `path`, or {}."""
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError:
+        return {}
+    at = text.find(DATA_MARKER)
+    if at < 0:
+        return {}
+    end = text.find(" -->", at)
+    try:
+        return json.loads(text[at + len(DATA_MARKER):end])
+    except ValueError:
+        return {}
 
 
 def kept_analysis(path):
@@ -705,9 +757,10 @@ def main(argv=None):
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"),
                         help="report to write (default docs/benchmarks.md); the "
                              "plot goes beside it with the suffix .png")
-    parser.add_argument("--only", action="append",
-                        choices=["training", "construction", "frozen", "migrate"],
-                        help="run only these sections (repeatable)")
+    parser.add_argument("--only", action="append", choices=list(SECTIONS),
+                        help="run only these sections (repeatable); the other "
+                             "sections' figures are kept from the earlier report "
+                             "at --out")
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     only = set(args.only or ["training", "construction", "frozen", "migrate"])
@@ -718,11 +771,16 @@ def main(argv=None):
         print("[bench %s] %s" % (time.strftime("%H:%M:%S"), message), flush=True)
 
     report = dict(machine=machine(), config=cfg)
-    report["training"] = bench_training(cfg, log) if "training" in only else []
-    report["construction"] = (bench_construction(cfg, log)
-                              if "construction" in only else [])
-    report["frozen"] = bench_frozen(cfg, log) if "frozen" in only else None
-    report["migrate"] = bench_migrate(cfg, log) if "migrate" in only else None
+    earlier = embedded_data(out) if args.only else {}
+    report["measured"] = [s for s in SECTIONS if s in only]
+    runners = dict(training=bench_training, construction=bench_construction,
+                   frozen=bench_frozen, migrate=bench_migrate)
+    for section in SECTIONS:
+        if section in only:
+            report[section] = runners[section](cfg, log)
+        else:  # kept from the earlier report, or absent
+            report[section] = earlier.get(section, [] if section in (
+                "training", "construction") else None)
     report["load_end"] = os.getloadavg()
     report["analysis"] = kept_analysis(out)
     text = render(report, args.quick, png.name)
