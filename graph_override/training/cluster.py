@@ -194,12 +194,20 @@ def _server(task):
 
 
 def start_worker(task):
-    """Starts this worker's server once the ps tasks are reachable."""
+    """Starts this worker's server, then waits for every other task.
+
+    The ps tasks must be up to hold the variables; waiting for the other
+    workers too starts them together (no worker trains alone while another
+    is still importing TensorFlow) and names a worker that never came.
+    """
     if task.job_name != "worker":
         raise ClusterSpecError("start_worker needs a worker task, got job %r"
                                % (task.job_name,))
     wait_for_tasks(task.spec["ps"], task.timeout)
-    return _server(task)
+    server = _server(task)
+    wait_for_tasks([a for i, a in enumerate(task.spec["worker"])
+                    if i != task.task_index], task.timeout)
+    return server
 
 
 def run_parameter_server(task):

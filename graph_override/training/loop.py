@@ -23,6 +23,9 @@ from graph_override.training.errors import CheckpointMismatchError
 
 __all__ = ["TrainResult", "check_checkpoint", "session_config", "train"]
 
+_LOST_CLUSTER = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+                 tf.errors.AbortedError)
+
 TrainResult = collections.namedtuple("TrainResult", [
     "losses", "evaluations", "start_step", "global_step", "probes",
     "checkpoint", "seconds"])
@@ -174,7 +177,11 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
 
     Raises:
       CheckpointMismatchError: checkpoint_dir holds another model.
-      ClusterUnreachableError: the cluster's tasks did not answer in time.
+      ClusterUnreachableError: the cluster's tasks did not answer in time,
+        or a task stopped answering during training. In the latter case the
+        error's `session` attribute holds the open Session: closing it would
+        block while the task is down, so keep a reference or end the process
+        (the scripts exit with os._exit).
     """
     if epochs < 0:
         raise ValueError("train(epochs=%r): use 0 or more epochs" % (epochs,))
@@ -213,11 +220,26 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         start = int(sess.run(model.global_step))
         if path:
             log("resumed from %s at step %d" % (path, start))
-        result = _run_epochs(sess, model, saver, writer, summary_op, train_feeds,
-                             eval_sets, steps_per_epoch, total, start,
-                             checkpoint_dir if is_chief else None,
-                             (checkpoint_every, checkpoint_secs), progress,
-                             on_step, log)
+        try:
+            result = _run_epochs(sess, model, saver, writer, summary_op, train_feeds,
+                                 eval_sets, steps_per_epoch, total, start,
+                                 checkpoint_dir if is_chief else None,
+                                 (checkpoint_every, checkpoint_secs), progress,
+                                 on_step, log, operation_timeout_ms)
+        except _LOST_CLUSTER as e:
+            if cluster is None:
+                raise
+            lost = cluster_lib.ClusterUnreachableError(
+                "worker %d lost the cluster during training (%s: %s). Check that "
+                "every ps task in the cluster spec is running, then rerun; with "
+                "--checkpoint-dir the chief resumes from its last checkpoint."
+                % (cluster.task_index, type(e).__name__,
+                   " ".join(str(e.message).split())[:300]))
+            # Closing a distributed Session whose parameter servers are gone
+            # blocks forever (also from __del__), so the session travels with
+            # the error: keep it referenced, or end the process.
+            lost.session = sess
+            raise lost from None
         if writer is not None:
             writer.close()
         sess.close()
@@ -226,7 +248,7 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
 
 def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
                 steps_per_epoch, total, start, checkpoint_dir, checkpoint_when,
-                progress, on_step, log):
+                progress, on_step, log, run_timeout_ms):
     losses, evaluations, probes, last_ckpt = [], [], {}, [None]
     bar = _progress(total, min(start, total), progress)
     with tf.control_dependencies([model.train_op]):
@@ -234,6 +256,9 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
     fetch = {"loss": model.loss, "step": step_after, "probes": model.probes}
 
     checkpoint_every, checkpoint_secs = checkpoint_when
+    # A per-step deadline: the Session-wide operation timeout does not cover
+    # a remote task that died mid-run.
+    run_options = tf.compat.v1.RunOptions(timeout_in_ms=run_timeout_ms or 0)
     saved = {"step": None, "time": time.time()}
 
     def save(step):
@@ -252,7 +277,7 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
             bar.refresh()
 
     def evaluate(epoch, step):
-        accs = {name: float(sess.run(model.accuracy, feed))
+        accs = {name: float(sess.run(model.accuracy, feed, options=run_options))
                 for name, feed in eval_sets(model).items()}
         evaluations.append((epoch, step, accs))
         say("epoch %d, step %d: loss %s, %s" % (
@@ -274,7 +299,7 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
                 feed[model.training] = True
                 with_summary = writer is not None and step % 10 == 0
                 out = sess.run(dict(fetch, summary=summary_op) if with_summary
-                               else fetch, feed)
+                               else fetch, feed, options=run_options)
                 step, probes = int(out["step"]), out["probes"]
                 losses.append((step, float(out["loss"])))
                 if with_summary:
@@ -289,7 +314,7 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
                 if step >= total:
                     break
             if step % steps_per_epoch == 0 or step >= total:
-                accs = evaluate(epoch + 1, step)
+                accs = evaluate(step // steps_per_epoch, step)  # global epochs
                 if bar is not None:
                     bar.set_postfix(epoch=epoch + 1, **{k: "%.3f" % v for k, v in accs.items()})
                 if (step >= total

@@ -101,6 +101,11 @@ def run_main(parser, body, argv=None):
         body(args, loop_args)
     except ClusterUnreachableError as e:
         print("%s: error: %s" % (parser.prog, e), file=sys.stderr)
+        if getattr(e, "session", None) is not None:
+            # TensorFlow would block closing a Session whose ps tasks died.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_FAILED)  # pylint: disable=protected-access
         return EXIT_FAILED
     except (ValueError, OSError) as e:
         print("%s: error: %s" % (parser.prog, e), file=sys.stderr)
