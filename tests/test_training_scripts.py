@@ -168,3 +168,17 @@ def test_demo_exit_status_reports_a_failed_check(demo, capsys, monkeypatch):
     assert code == 1
     assert out.strip().endswith("CHECK FAILED: see above.")
     assert _demo(["--epochs", "0"], capsys)[0] == 2
+
+
+def test_demo_without_scikit_learn_skips_part_1_and_says_what_to_install(
+        demo, capsys, monkeypatch):
+    from graph_override.training import data  # pylint: disable=import-outside-toplevel
+
+    def missing():
+        raise ImportError("graph_override.training needs scikit-learn for its data "
+                          "(...): run `python -m pip install scikit-learn`")
+    monkeypatch.setattr(data, "_load_digits", missing)
+    code, out = _demo([], capsys)
+    assert code == 0  # part 2 still checks the families
+    assert "skipped: graph_override.training needs scikit-learn" in out
+    assert "install scikit-learn to train on the digits" in out

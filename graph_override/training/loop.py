@@ -238,11 +238,13 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
             # Closing a distributed Session whose parameter servers are gone
             # blocks forever (also from __del__), so the session travels with
             # the error: keep it referenced, or end the process.
-            lost.session = sess
+            lost.session, sess = sess, None
             raise lost from None
-        if writer is not None:
-            writer.close()
-        sess.close()
+        finally:  # also on Ctrl-C: flush the summaries, release the session
+            if writer is not None:
+                writer.close()
+            if sess is not None:
+                sess.close()
     return result
 
 
