@@ -129,3 +129,15 @@ def test_frozen_table_names_every_figure_and_keeps_errors(bench):
     assert lines[2].endswith("| 2,000 | 700 | 650 | 4.2 |")
     failed = bench._frozen_table([{"error": "scripts/bench_frozen.py failed: boom"}])  # pylint: disable=protected-access
     assert "failed: boom" in failed
+
+
+def test_embedded_figures_round_trip(bench, tmp_path):
+    """--only re-runs one section and takes the others from the report."""
+    report = {"training": [{"title": "t", "rows": []}], "construction": [],
+              "frozen": [{"error": "a -- b"}], "migrate": None,
+              "config": {"train_repeats": 1}, "machine": {"nproc": 2}}
+    path = tmp_path / "b.md"
+    path.write_text("# tables\n\n" + bench.embed_data(report) + "\n" + bench.ANALYSIS_MARKER + "\n")
+    assert "a -- b" not in path.read_text()  # '--' would end the HTML comment
+    assert bench.embedded_data(path) == report
+    assert bench.embedded_data(tmp_path / "missing.md") == {}
