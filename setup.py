@@ -28,18 +28,21 @@ setup(
         # libcst: the source migration rewrites Python files and must keep
         # comments and formatting, which the ast module drops.
         "libcst>=1.0",
+        # scikit-learn ships the handwritten digits the demo and
+        # graph_override.training learn from, so nothing is downloaded at run
+        # time; tqdm draws the training progress bar.
+        "scikit-learn>=1.2",
+        "tqdm>=4",
     ],
     extras_require={
         "test": [
             "pytest>=7",
             # Property-based tests of the GraphDef reader (mutated bytes).
             "hypothesis>=6",
-            # Real data for the training scripts ships inside scikit-learn.
-            "scikit-learn>=1.2",
-            "tqdm>=4",
+            # The estimator plot and the benchmark figures.
             "matplotlib>=3.5",
         ],
-        "scripts": ["scikit-learn>=1.2", "tqdm>=4", "matplotlib>=3.5"],
+        "scripts": ["matplotlib>=3.5"],
     },
     entry_points={"console_scripts": ["graph-override=graph_override.cli:main"]},
     classifiers=[
