@@ -355,3 +355,11 @@ def test_docstring_examples_run(module):
     mod = importlib.import_module("graph_override.training." + module)
     result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 0 and result.failed == 0, module
+
+
+def test_progress_bar_goes_to_stderr(capsys):
+    recipes.train_bnn("overrides", hidden=(8,), epochs=1, progress=True, log=print)
+    out, err = capsys.readouterr()
+    assert "21/21" in err and "step" in err  # tqdm's final count, on stderr
+    assert out.startswith("epoch 1, step 21: loss ")  # messages stay on stdout
+    assert "21/21" not in out

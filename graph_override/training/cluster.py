@@ -22,7 +22,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 
 import tensorflow as tf
@@ -31,8 +30,8 @@ from graph_override.training.errors import ClusterSpecError, ClusterUnreachableE
 
 __all__ = ["ClusterTask", "ClusterUnreachableError", "TaskOutput",
            "device_setter", "free_loopback_ports", "launch_local_cluster",
-           "local_cluster_spec", "parse_cluster_spec", "start_worker",
-           "wait_for_tasks"]
+           "local_cluster_spec", "parse_cluster_spec", "run_parameter_server",
+           "start_worker", "wait_for_tasks"]
 
 _JOBS = ("ps", "worker")
 
@@ -304,7 +303,3 @@ def launch_local_cluster(command, num_ps=1, num_workers=2, timeout=300.0, env=No
                 p.kill()
                 p.communicate()
 
-
-def main_command():
-    """The argv prefix that re-runs the current script (for local clusters)."""
-    return [sys.executable, os.path.abspath(sys.argv[0])]

@@ -92,7 +92,10 @@ def run_main(parser, body, argv=None):
         if task is not None and task.job_name == "ps":
             print("parameter server %d serving on %s (stop it with Ctrl-C or "
                   "kill)" % (task.task_index, task.address), flush=True)
-            cluster_lib.run_parameter_server(task)
+            try:
+                cluster_lib.run_parameter_server(task)
+            except KeyboardInterrupt:
+                print("parameter server %d stopped" % task.task_index)
             return EXIT_OK
         if task is not None:
             print("worker %d of %d on %s%s" % (
