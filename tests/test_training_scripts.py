@@ -182,3 +182,15 @@ def test_demo_without_scikit_learn_skips_part_1_and_says_what_to_install(
     assert code == 0  # part 2 still checks the families
     assert "skipped: graph_override.training needs scikit-learn" in out
     assert "install scikit-learn to train on the digits" in out
+
+
+def test_script_without_scikit_learn_says_what_to_install(scripts, capsys, monkeypatch):
+    from graph_override.training import data  # pylint: disable=import-outside-toplevel
+
+    def missing():
+        raise ImportError("graph_override.training needs scikit-learn for its data: "
+                          "run `python -m pip install scikit-learn`")
+    monkeypatch.setattr(data, "_load_digits", missing)
+    code, _, err = _run(scripts, "train_bnn", ["--epochs", "1"], capsys)
+    assert code == 2
+    assert "train_bnn.py: error: graph_override.training needs scikit-learn" in err

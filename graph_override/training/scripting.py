@@ -110,7 +110,7 @@ def run_main(parser, body, argv=None):
             sys.stderr.flush()
             os._exit(EXIT_FAILED)  # pylint: disable=protected-access
         return EXIT_FAILED
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, ImportError) as e:  # ImportError: no scikit-learn
         print("%s: error: %s" % (parser.prog, e), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
