@@ -35,7 +35,7 @@ _NAMES = dict(
         "registry_size", "resolve")]
     + [(n, "graph_override.scope") for n in ("NoMatchWarning", "override_gradients")])
 _SUBMODULES = ("errors", "estimators", "frozen", "legacy", "migrate",
-               "overrides", "stopgrad", "testing", "tf2")
+               "overrides", "stopgrad", "testing", "tf2", "training")
 
 __all__ = [
     "DuplicateGradientError",
@@ -63,6 +63,7 @@ __all__ = [
     "stopgrad",
     "testing",
     "tf2",
+    "training",
 ]
 
 

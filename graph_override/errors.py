@@ -6,6 +6,9 @@ and also from the builtin exception a caller would already catch, so that
 """
 
 __all__ = [
+    "CheckpointMismatchError",
+    "ClusterSpecError",
+    "ClusterUnreachableError",
     "DuplicateGradientError",
     "EagerModeError",
     "GradientContractError",
@@ -14,6 +17,7 @@ __all__ = [
     "NoMatchError",
     "RuleError",
     "SourceError",
+    "UnknownFamilyError",
     "UnknownGradientError",
     "UnknownOpTypeError",
 ]
@@ -64,3 +68,23 @@ class RuleError(GraphOverrideError, ValueError):
 class SourceError(GraphOverrideError, ValueError):
     """A source file cannot be read or parsed as Python, or cannot be written
     (graph_override.migrate)."""
+
+
+class UnknownFamilyError(GraphOverrideError, ValueError):
+    """A family name that is not overrides, stopgrad or tf2
+    (graph_override.training)."""
+
+
+class CheckpointMismatchError(GraphOverrideError, ValueError):
+    """A checkpoint directory holds variables of a different model
+    (graph_override.training)."""
+
+
+class ClusterSpecError(GraphOverrideError, ValueError):
+    """A cluster spec, job name or task index that cannot be used
+    (graph_override.training)."""
+
+
+class ClusterUnreachableError(GraphOverrideError, ConnectionError):
+    """Tasks of the cluster did not answer within the time allowed
+    (graph_override.training)."""
