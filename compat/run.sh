@@ -62,7 +62,24 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$WANT" ]]; then
   echo "$WANT" > "$STAMP.tmp" && mv "$STAMP.tmp" "$STAMP"
 fi
 
+# Tests known to fail under this release because of their own expectations
+# (compat/known-failures-TF_VERSION.txt, one pytest node id a line) are
+# deselected, loudly; the file says why for each.
+DESELECT=()
+KNOWN="$ROOT/compat/known-failures-$VERSION.txt"
+if [[ -f "$KNOWN" ]]; then
+  while IFS= read -r line; do
+    line="${line%%#*}"
+    line="${line//[[:space:]]/}"
+    [[ -n "$line" ]] && DESELECT+=(--deselect "$line")
+  done < "$KNOWN"
+  if [[ ${#DESELECT[@]} -gt 0 ]]; then
+    echo "compat/run.sh: deselecting $(( ${#DESELECT[@]} / 2 )) known test failure(s)" \
+         "listed in compat/known-failures-$VERSION.txt" >&2
+  fi
+fi
+
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"
 cd "$ROOT"
 "$VENV/bin/python" -c 'import sys, numpy, tensorflow as tf; print("compat/run.sh: Python %s, TensorFlow %s, numpy %s" % (sys.version.split()[0], tf.__version__, numpy.__version__))'
-exec "$VENV/bin/python" -m pytest "$@"
+exec "$VENV/bin/python" -m pytest ${DESELECT[@]+"${DESELECT[@]}"} "$@"

@@ -120,3 +120,27 @@ def test_only_compat_module_imports_private_tensorflow():
             offenders.append(str(path.relative_to(ROOT)))
     assert not offenders, ("only graph_override/_compat.py may import "
                            "tensorflow.python; found in %s" % offenders)
+
+
+def test_known_failures_name_existing_tests():
+    """Every deselected node id names a test that exists (so a renamed or
+    fixed test does not leave a stale entry hiding nothing, or something)."""
+    for path in COMPAT.glob("known-failures-*.txt"):
+        release = path.name[len("known-failures-"):-len(".txt")]
+        assert release in supported_releases(), path.name
+        for raw in path.read_text().splitlines():
+            line = raw.split("#", 1)[0].strip()
+            if not line:
+                continue
+            file_part, _, test_part = line.partition("::")
+            test_file = ROOT / file_part
+            assert test_file.is_file(), (path.name, line)
+            function = test_part.split("[", 1)[0]
+            assert re.search(r"^def %s\(" % re.escape(function), test_file.read_text(), re.M), (
+                path.name, line)
+
+
+def test_run_sh_deselects_the_known_failures_loudly():
+    text = (COMPAT / "run.sh").read_text()
+    assert "known-failures-$VERSION.txt" in text and "--deselect" in text
+    assert "deselecting" in text
