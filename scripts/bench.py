@@ -152,6 +152,7 @@ class _EagerStep:
         self.x, self.y = tf.constant(x_np), tf.constant(y_np)
         self.weights = [tf.Variable(w) for w in _init_weights(sizes)]
         self.act = act
+        self.optimizer = tf.compat.v1.train.GradientDescentOptimizer(LEARNING_RATE)
         self.first_loss = float(_loss(_logits(self.x, self.weights, act), self.y))
         self.step = tf.function(self._step) if compiled else self._step
         self.forward_ops = self.ops = None
@@ -163,8 +164,9 @@ class _EagerStep:
         with tf.GradientTape() as tape:
             loss = _loss(_logits(self.x, self.weights, self.act), self.y)
         grads = tape.gradient(loss, self.weights)
-        for w, g in zip(self.weights, grads):
-            w.assign_sub(LEARNING_RATE * g)
+        # The Session's update op (ResourceApplyGradientDescent, in place), so
+        # the comparison is of the gradients, not of two ways to apply them.
+        self.optimizer.apply_gradients(zip(grads, self.weights))
         return loss
 
     def __call__(self):
@@ -497,11 +499,11 @@ def render(report, quick, plot_name):
           m["nproc"], m["cpu"], m["platform"], m["python"], m["tensorflow"],
           m["numpy"], m["protobuf"], m["graph_override"]))
     w()
-    kept = [s for s in SECTIONS if s not in report.get("measured", SECTIONS)]
-    if kept:
-        w("Sections %s were re-measured in this run; %s are kept from the "
-          "report's previous run (`--only`)." % (
-              ", ".join(s for s in SECTIONS if s not in kept), ", ".join(kept)))
+    dates = report.get("dates") or {}
+    if len(set(dates.values())) > 1:
+        w("Measured in more than one run (`--only` re-runs a section and keeps "
+          "the others): %s." % "; ".join(
+              "%s on %s" % (k, dates[k]) for k in SECTIONS if k in dates))
         w()
     w("Load average (1, 5, 15 min) when the run started: %.2f, %.2f, %.2f; "
       "at its end: %.2f, %.2f, %.2f (other processes share the cores)." % (
@@ -719,7 +721,7 @@ SECTIONS = ("training", "construction", "frozen", "migrate")
 def embed_data(report):
     """The report's figures as an HTML comment, so `--only SECTION` can
     re-run one section and keep the others' figures."""
-    text = json.dumps({k: report.get(k) for k in SECTIONS + ("config", "machine")})
+    text = json.dumps({k: report.get(k) for k in SECTIONS + ("config", "machine", "dates")})
     return DATA_MARKER + text.replace("--", "-\\u002d") + " -->\n"
 
 
@@ -772,7 +774,10 @@ def main(argv=None):
 
     report = dict(machine=machine(), config=cfg)
     earlier = embedded_data(out) if args.only else {}
-    report["measured"] = [s for s in SECTIONS if s in only]
+    old_dates = earlier.get("dates") or {
+        k: (earlier.get("machine") or {}).get("date") for k in SECTIONS}
+    report["dates"] = {k: report["machine"]["date"] if k in only else old_dates.get(k)
+                       for k in SECTIONS}
     runners = dict(training=bench_training, construction=bench_construction,
                    frozen=bench_frozen, migrate=bench_migrate)
     for section in SECTIONS:
