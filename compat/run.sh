@@ -80,6 +80,11 @@ if [[ -f "$KNOWN" ]]; then
 fi
 
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"
+# As if activated: subprocesses that run `python` or `graph-override` by
+# name get this release's environment, not the machine's.
+export VIRTUAL_ENV="$VENV"
+export PATH="$VENV/bin:$PATH"
+unset PYTHONHOME
 cd "$ROOT"
 "$VENV/bin/python" -c 'import sys, numpy, tensorflow as tf; print("compat/run.sh: Python %s, TensorFlow %s, numpy %s" % (sys.version.split()[0], tf.__version__, numpy.__version__))'
 exec "$VENV/bin/python" -m pytest ${DESELECT[@]+"${DESELECT[@]}"} "$@"
