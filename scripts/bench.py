@@ -9,13 +9,19 @@ Sections (each a table in the report):
      (scripts/bench_frozen.py, when present);
   4. source migration throughput (scripts/bench_migrate.py, when present).
 
-Timing: time.perf_counter around whole runs, several repetitions, medians;
-within a repetition the alternatives run one after another in a rotating
-order, so machine noise hits all of them alike.
+Timing: time.perf_counter (wall) and time.process_time (CPU, all threads)
+around whole runs, several repetitions, medians; within a repetition the
+alternatives run one after another in a rotating order, so machine noise hits
+all of them alike, and a ratio is the median of the ratios within each
+repetition. The report embeds its figures, so `--only SECTION` re-runs one
+section and keeps the others; a hand-written analysis after ANALYSIS_MARKER
+is kept across runs.
 
 Usage:
-  python scripts/bench.py                          # full run: docs/benchmarks.md + .png
+  python scripts/bench.py                          # full run (about 15 minutes):
+                                                   #   docs/benchmarks.md + .png
   python scripts/bench.py --quick --out /tmp/b.md  # small and fast (about a minute)
+  python scripts/bench.py --only training          # refresh one section
 """
 
 import argparse
@@ -62,7 +68,8 @@ QUICK = dict(
 
 
 def median(values):
-    return statistics.median(values)
+    """The median of an iterable of numbers."""
+    return statistics.median(list(values))
 
 
 def _timed(fn):
