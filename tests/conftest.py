@@ -1,6 +1,8 @@
 """Shared test setup: quiet TensorFlow, fixtures used across test modules."""
 
+import importlib.util
 import os
+import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -17,3 +19,17 @@ tf.get_logger().setLevel("ERROR")
 def rng():
     """A seeded numpy RandomState, fresh for every test."""
     return np.random.RandomState(1234)
+
+
+SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / "scripts"
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """Imports scripts/NAME.py as a module (scripts are not a package)."""
+    def load(name):
+        spec = importlib.util.spec_from_file_location(name, SCRIPTS / (name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return load

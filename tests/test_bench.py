@@ -1,7 +1,6 @@
 """scripts/bench.py: runs end to end with --quick and writes its tables and
 plot; what it times computes the right thing. No timed assertion here."""
 
-import importlib.util
 import os
 import pathlib
 import re
@@ -19,11 +18,8 @@ SCRIPT = ROOT / "scripts" / "bench.py"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_script):
+    return load_script("bench")
 
 
 @pytest.fixture(scope="module")

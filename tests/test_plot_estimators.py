@@ -1,7 +1,6 @@
 """scripts/plot_estimators.py: it writes a PNG, and what it draws is the
 library's estimators, equal to the numpy formulas of DESIGN.md."""
 
-import importlib.util
 import os
 import pathlib
 
@@ -14,11 +13,8 @@ SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "plot_esti
 
 
 @pytest.fixture(scope="module")
-def plot():
-    spec = importlib.util.spec_from_file_location("plot_estimators", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def plot(load_script):
+    return load_script("plot_estimators")
 
 
 @pytest.fixture(scope="module")
