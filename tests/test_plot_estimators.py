@@ -2,14 +2,12 @@
 library's estimators, equal to the numpy formulas of DESIGN.md."""
 
 import os
-import pathlib
 
 import numpy as np
 import pytest
 
 from graph_override import estimators
 
-SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "plot_estimators.py"
 
 
 @pytest.fixture(scope="module")
