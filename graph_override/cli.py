@@ -7,11 +7,14 @@ unreadable input.
 """
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
 import sys
 
-__all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE",
+           "import_tensorflow_quietly", "main"]
 
 COMMANDS = ("inspect", "patch", "migrate", "demo")
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
@@ -34,9 +37,46 @@ def _parser(modules):
     return parser
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    """Points file descriptor 2 at /dev/null for the duration.
+
+    TensorFlow 2.21 writes absl pre-initialization lines ("All log messages
+    before absl::InitializeLog() ...", "cudart_stub.cc ... Could not find
+    cuda drivers") from native code while it is imported; no environment
+    variable silences them. Python exceptions still propagate and print
+    after the descriptor is restored.
+    """
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+        os.close(devnull)
+
+
+def import_tensorflow_quietly():
+    """Imports TensorFlow without its native start-up noise, unless the user
+    asked for TensorFlow's logs (TF_CPP_MIN_LOG_LEVEL below 3)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    if "tensorflow" in sys.modules or os.environ["TF_CPP_MIN_LOG_LEVEL"] < "3":
+        return
+    with _native_stderr_silenced():
+        importlib.import_module("tensorflow")
+
+
 def main(argv=None):
     """Runs the command line; returns the exit status."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import_tensorflow_quietly()
     modules = {name: importlib.import_module("graph_override.commands." + name)
                for name in COMMANDS}
     args = _parser(modules).parse_args(argv)

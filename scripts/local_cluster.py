@@ -14,7 +14,11 @@ Prints each worker's output; exits with the largest worker exit status.
 import argparse
 import sys
 
-from graph_override.training import cluster
+from graph_override.cli import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # TensorFlow's native start-up lines stay off stderr
+
+from graph_override.training import cluster  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def main(argv=None):

@@ -15,7 +15,11 @@ The last line printed is the final test accuracy.
 
 import sys
 
-from graph_override.training import recipes, scripting
+from graph_override.cli import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # TensorFlow's native start-up lines stay off stderr
+
+from graph_override.training import recipes, scripting  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def _parser():

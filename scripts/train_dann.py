@@ -16,7 +16,11 @@ The last line printed compares the two target accuracies.
 
 import sys
 
-from graph_override.training import recipes, scripting
+from graph_override.cli import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # TensorFlow's native start-up lines stay off stderr
+
+from graph_override.training import recipes, scripting  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def _parser():
