@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - older releases
 __all__ = [
     "gradient_registry_entries",
     "gradient_registry_location",
+    "gradient_registry_names",
     "has_gradient_entry",
     "is_op_type",
     "lookup_gradient",
@@ -38,15 +39,21 @@ def _registry():
     return _ops._gradient_registry  # pylint: disable=protected-access
 
 
+def _entry(name):
+    """TensorFlow's registry entry for `name` ({"type": fn, "location": frame})."""
+    return _registry()._registry.get(name)  # pylint: disable=protected-access
+
+
 def lookup_gradient(name):
-    """Returns the function TensorFlow's registry holds for `name`, or None."""
-    entry = _registry()._registry.get(name)  # pylint: disable=protected-access
+    """Returns the function TensorFlow's registry holds for `name`, or None
+    (also for a ``tf.no_gradient`` entry; see `has_gradient_entry`)."""
+    entry = _entry(name)
     return None if entry is None else entry["type"]
 
 
 def gradient_registry_location(name):
     """Where TensorFlow recorded the registration of `name`, as 'file:line'."""
-    entry = _registry()._registry.get(name)  # pylint: disable=protected-access
+    entry = _entry(name)
     if entry is None:
         return None
     frame = entry.get("location")
@@ -62,6 +69,7 @@ def gradient_registry_entries():
 
 
 def gradient_registry_names():
+    """Every name in TensorFlow's gradient registry."""
     return list(_registry().list())
 
 
@@ -72,7 +80,7 @@ def register_gradient_function(name, fn):
 
 def is_op_type(op_type):
     """True if TensorFlow's op registry knows `op_type` (e.g. 'Sign')."""
-    return _op_def_registry.get(op_type) is not None
+    return op_def(op_type) is not None
 
 
 @functools.lru_cache(maxsize=1)
@@ -115,7 +123,7 @@ def has_gradient_entry(name):
     """True if TensorFlow's gradient registry has any entry for `name`,
     including ``tf.no_gradient`` (NotDifferentiable) entries, whose
     function is None; False where tf.gradients raises LookupError."""
-    return name in _registry()._registry  # pylint: disable=protected-access
+    return _entry(name) is not None
 
 
 def op_def(op_type):

@@ -19,7 +19,7 @@ import inspect
 import re
 import threading
 
-from graph_override import _compat
+from graph_override import _compat, estimators
 from graph_override._contract import check_gradients
 from graph_override.errors import DuplicateGradientError, UnknownGradientError
 
@@ -143,7 +143,7 @@ def _register_locked(fn, name, explicit):
                     "another name, or pass the same function." % (
                         candidate, _default_name(owned[0]), owned[1],
                         _default_name(fn), _where(fn)))
-        elif _compat.lookup_gradient(candidate) is not None:
+        elif _compat.has_gradient_entry(candidate):
             if explicit:
                 raise DuplicateGradientError(
                     "gradient name %r is already taken in TensorFlow's gradient "
@@ -271,23 +271,29 @@ def parse_builtin_name(name):
     return estimator, params
 
 
-def _register_builtin(name):
-    """Registers the built-in estimator gradient `name` describes; the name
-    it was registered under, or None if `name` describes no estimator."""
-    from graph_override import estimators  # pylint: disable=import-outside-toplevel
+def _builtin_setting(name):
+    """(estimator, normalized params) if `name` describes a built-in
+    estimator setting, else None."""
     parsed = parse_builtin_name(name)
     if parsed is None or parsed[0] not in estimators.ESTIMATORS:
         return None
-    spec = estimators.ESTIMATORS[parsed[0]]
     try:
-        params = estimators.normalize(spec.name, parsed[1])
+        return parsed[0], estimators.normalize(parsed[0], parsed[1])
     except (TypeError, ValueError):
         return None
-    canonical = builtin_name(spec.name, params)
-    gradient = estimators.registry_gradient(spec.name, params)
+
+
+def _register_builtin(name):
+    """Registers the built-in estimator gradient `name` describes; the name
+    it was registered under, or None if `name` describes no estimator."""
+    setting = _builtin_setting(name)
+    if setting is None:
+        return None
+    canonical = builtin_name(*setting)
+    gradient = estimators.registry_gradient(*setting)
     with _lock:
         for n in (canonical, name):
-            if n not in _owned and _compat.lookup_gradient(n) is None:
+            if n not in _owned and not _compat.has_gradient_entry(n):
                 _compat.register_gradient_function(n, _checked(gradient, n))
                 _owned[n] = (gradient, "graph_override.estimators")
     return name
@@ -295,17 +301,17 @@ def _register_builtin(name):
 
 def is_resolvable(name):
     """True if `name` is registered or is a built-in estimator name."""
-    if _compat.lookup_gradient(name) is not None:
-        return True
-    from graph_override import estimators  # pylint: disable=import-outside-toplevel
-    parsed = parse_builtin_name(name)
-    if parsed is None or parsed[0] not in estimators.ESTIMATORS:
-        return False
-    try:
-        estimators.normalize(parsed[0], parsed[1])
-    except (TypeError, ValueError):
-        return False
-    return True
+    return _compat.has_gradient_entry(name) or _builtin_setting(name) is not None
+
+
+def _example_name(estimator):
+    """A built-in name to suggest: the defaults, or placeholders for the
+    parameters that have none (scale_gradient's scale)."""
+    defaults = estimators.ESTIMATORS[estimator].defaults
+    if all(v is not None for _, v in defaults):
+        return builtin_name(estimator, estimators.normalize(estimator, {}))
+    return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, ", ".join(
+        "%s=%s" % (k, "..." if v is None else _format_value(v)) for k, v in defaults))
 
 
 def resolve(name):
@@ -320,16 +326,13 @@ def resolve(name):
     if not isinstance(name, str):
         raise TypeError("a gradient name must be a string, got %s"
                         % type(name).__name__)
-    if _compat.lookup_gradient(name) is not None:
+    if _compat.has_gradient_entry(name) or _register_builtin(name) is not None:
         return name
-    if _register_builtin(name) is not None:
-        return name
-    from graph_override import estimators  # pylint: disable=import-outside-toplevel
     known = _compat.gradient_registry_names()
     hints = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     short = name.split("(")[0].replace(BUILTIN_PREFIX, "")
     if short in estimators.ESTIMATORS:
-        hints.insert(0, builtin_name(short, estimators.normalize(short, {})))
+        hints.insert(0, _example_name(short))
     hint = (" Did you mean %s?" % " or ".join(repr(h) for h in hints)) if hints else ""
     raise UnknownGradientError(
         "no gradient is registered under %r, and it is not a built-in "

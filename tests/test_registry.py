@@ -304,3 +304,19 @@ def test_concurrent_claims_of_one_name_by_different_functions_one_wins():
     winner = wins[0].function
     factor = winner(None, 1.0)
     np.testing.assert_array_equal(_gradient_through("test_registry.Contested", [1.0]), [factor])
+
+
+def test_suggestion_for_an_estimator_with_a_required_parameter():
+    with pytest.raises(go.UnknownGradientError,
+                       match=r"graph_override.scale_gradient\(scale=...\)"):
+        go.resolve("scale_gradient")
+    with pytest.raises(go.UnknownGradientError, match=r"clip_value_min=..."):
+        go.resolve("clip_gradient")
+
+
+def test_not_differentiable_entries_count_as_registered():
+    tf.no_gradient("test_registry.NoGrad")
+    assert go.is_resolvable("test_registry.NoGrad")
+    assert go.resolve("test_registry.NoGrad") == "test_registry.NoGrad"
+    with pytest.raises(go.DuplicateGradientError, match="not through graph_override"):
+        go.register_gradient(_grad_x2, name="test_registry.NoGrad")
