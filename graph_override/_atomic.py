@@ -13,6 +13,12 @@ import tempfile
 __all__ = ["atomic_write"]
 
 
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path, data, *, verify=None, keep_mode=True):
     """Atomically replaces (or creates) `path` with the bytes `data`.
 
@@ -22,16 +28,18 @@ def atomic_write(path, data, *, verify=None, keep_mode=True):
       verify: optional callable run on the bytes read back from the temporary
         file before the rename; it raises to abort (the target is untouched).
       keep_mode: give the new file the permission bits of the file it
-        replaces.
+        replaces; otherwise (and for a new file) the bits open() would give,
+        0666 less the umask.
 
     Raises:
       OSError: the folder is missing or not writable, or the disk is full.
       Whatever `verify` raises, or IOError if the read-back bytes differ.
     """
     folder = os.path.dirname(os.path.abspath(path))
-    mode = None
     if keep_mode and os.path.exists(path):
         mode = os.stat(path).st_mode & 0o7777
+    else:
+        mode = 0o666 & ~_umask()  # what open() would give a new file
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".",
                                suffix=".tmp")
     try:
@@ -46,8 +54,7 @@ def atomic_write(path, data, *, verify=None, keep_mode=True):
                           "nothing was replaced" % (path, tmp))
         if verify is not None:
             verify(back)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode)  # mkstemp creates 0600
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -53,3 +53,13 @@ def test_interrupt_during_write_cleans_up(tmp_path, monkeypatch):
         atomic_write(str(target), b"new")
     assert target.read_bytes() == b"original"
     assert _leftovers(tmp_path) == []
+
+
+def test_a_new_file_gets_the_umask_mode_not_mkstemps_0600(tmp_path):
+    old = os.umask(0o022)
+    try:
+        atomic_write(str(tmp_path / "new.bin"), b"x")
+        atomic_write(str(tmp_path / "new.bin"), b"y", keep_mode=False)
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "new.bin").st_mode & 0o777 == 0o644
