@@ -46,7 +46,9 @@ def main(argv=None):
         errors = [l for l in out.stderr.splitlines() if "error" in l.lower()]
         if errors:
             print("\n".join(errors))
-    return max(out.returncode for out in outputs)
+    # A worker killed at the timeout has returncode -9: report 128 + signal,
+    # as a shell does, so it never counts as success.
+    return max(rc if rc >= 0 else 128 - rc for rc in (o.returncode for o in outputs))
 
 
 if __name__ == "__main__":

@@ -194,3 +194,11 @@ def test_script_without_scikit_learn_says_what_to_install(scripts, capsys, monke
     code, _, err = _run(scripts, "train_bnn", ["--epochs", "1"], capsys)
     assert code == 2
     assert "train_bnn.py: error: graph_override.training needs scikit-learn" in err
+
+
+def test_demo_agreement_check_uses_the_numbers_not_their_printout():
+    from graph_override.commands import demo as demo_command  # pylint: disable=import-outside-toplevel
+    assert demo_command._agrees((True, 1e-5))  # pylint: disable=protected-access
+    assert not demo_command._agrees((True, 1.04e-5))  # pylint: disable=protected-access
+    assert not demo_command._agrees((True, float("nan")))  # pylint: disable=protected-access
+    assert not demo_command._agrees((False, 0.0))  # pylint: disable=protected-access
