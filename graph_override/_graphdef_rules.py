@@ -116,6 +116,22 @@ def _parse_value(text):
         raise RuleError("parameter value %r is not a number" % text) from None
 
 
+def _split_rule(text):
+    """(SELECTOR, ACTION) split at the first '=' outside parentheses, so a
+    selector may name a built-in gradient such as
+    ``gradient:graph_override.ste_sign(clip_value=1.0)``."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif ch == "=" and depth == 0:
+            return text[:i].strip(), text[i + 1:].strip()
+    raise RuleError("--map %r: expected SELECTOR=ACTION, e.g. Sign=ste_sign "
+                    "or Identity=flip_gradient:scale=0.5" % (text,))
+
+
 def parse_rule(text, *, name_regex=None):
     """Parses a CLI ``--map`` string into a `Rule`.
 
@@ -139,7 +155,7 @@ def parse_rule(text, *, name_regex=None):
     if not isinstance(text, str) or "=" not in text:
         raise RuleError("--map %r: expected SELECTOR=ACTION, e.g. Sign=ste_sign "
                         "or Identity=flip_gradient:scale=0.5" % (text,))
-    selector, _, action = (s.strip() for s in text.partition("="))
+    selector, action = _split_rule(text)
     kwargs = {"name_regex": name_regex}
     if selector.startswith("gradient:"):
         kwargs["gradient_op_type"] = selector[len("gradient:"):]

@@ -444,3 +444,11 @@ def test_make_portable_refuses_non_float_nodes():
     graph_def.node[1].attr["T"].type = 999  # no such DataType
     with pytest.raises(frozen.RuleError, match="enum 999"):
         frozen.make_portable(graph_def, "Sign=ste_sign")
+
+
+def test_a_gradient_selector_may_name_a_builtin_gradient():
+    rule = frozen.parse_rule("gradient:graph_override.ste_sign(clip_value=1.0)=remove")
+    assert str(rule) == "gradient graph_override.ste_sign(clip_value=1.0) -> remove"
+    rule = frozen.parse_rule(
+        "gradient:graph_override.ste_sign(clip_value=1.0)=flip_gradient:scale=0.5")
+    assert rule.estimator == "flip_gradient" and rule.params["scale"] == 0.5
