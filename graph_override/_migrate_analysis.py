@@ -381,6 +381,11 @@ class _Analyzer(cst.CSTVisitor):
                 return
             mapping.update(entries)
             work.keys.extend((line, key) for key in entries)
+        if any(i not in idx for i in range(min(idx) + 1, max(idx))):
+            work.reasons.append((line, "a with-item between two gradient_override_map "
+                                 "items runs under only part of the map; rewrite "
+                                 "it as nested with statements"))
+            return
         work.with_items[node] = set(idx)
         work.changed.append((line, "removed the gradient_override_map scope "
                              "(%s)" % ", ".join("%s: %s" % (k, code(v)) for k, v in

@@ -512,3 +512,15 @@ def test_bench_script_runs():
     assert r["sites_left"] == 2  # one run-time map per file
     assert r["sites_changed"] > 0 and r["lines_per_second"] > 0
     assert r["plain_lines_per_second"] > 0
+
+
+def test_an_item_between_two_override_items_leaves_the_scope_alone():
+    body = ('g = tf.get_default_graph()\n'
+            'def f(x):\n'
+            '    with g.gradient_override_map({"Sign": "Identity"}), '
+            'tf.name_scope(str(tf.sign(x))), '
+            'g.gradient_override_map({"Round": "Identity"}):\n'
+            '        return tf.round(x)\n')
+    r = _migrate(body)
+    assert r.text == HEADER + body
+    assert any("runs under only part of the map" in s.message for s in r.untouched)
