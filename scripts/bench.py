@@ -36,7 +36,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -46,6 +45,7 @@ import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
 
 import graph_override as go  # noqa: E402  pylint: disable=wrong-import-position
 from graph_override import overrides, stopgrad, tf2  # noqa: E402  pylint: disable=wrong-import-position
+from graph_override._atomic import atomic_write  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
@@ -701,23 +701,17 @@ def plot(report, path):
         report["machine"]["nproc"], report["machine"]["tensorflow"],
         report["machine"]["date"]))
     fig.tight_layout()
-    _atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=100), binary=True)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    _write_file(path, png.getvalue())
     plt.close(fig)
 
 
-def _atomic_write(path, write, binary=False):
+def _write_file(path, data):
+    """Atomically writes bytes `data` to `path`, creating its folder."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name, suffix=".tmp",
-                               dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb" if binary else "w") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(str(path), data)
 
 
 ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by scripts/bench.py -->"
@@ -796,7 +790,7 @@ def main(argv=None):
     report["load_end"] = os.getloadavg()
     report["analysis"] = kept_analysis(out)
     text = render(report, args.quick, png.name)
-    _atomic_write(out, lambda f: f.write(text))
+    _write_file(out, text.encode("utf-8"))
     if report["training"] and report["construction"]:
         plot(report, png)
     print(text)

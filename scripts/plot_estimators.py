@@ -13,10 +13,10 @@ Usage:
 
 import argparse
 import collections
+import io
 import os
 import pathlib
 import sys
-import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402  pylint: disable=wrong-import-position
 import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
 
 from graph_override import estimators, tf2  # noqa: E402  pylint: disable=wrong-import-position
+from graph_override._atomic import atomic_write  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "estimators.png"
@@ -137,20 +138,13 @@ def draw(curves):
 
 
 def save_png(fig, path):
-    """Saves `fig` as a PNG atomically: a temporary file in the target
-    folder, then os.replace, so no partial PNG is ever left at `path`."""
+    """Saves `fig` as a PNG atomically (graph_override._atomic), so no
+    partial PNG is ever left at `path`."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name, suffix=".tmp",
-                               dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=100)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    atomic_write(str(path), png.getvalue())
     return path
 
 
