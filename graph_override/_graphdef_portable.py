@@ -5,16 +5,15 @@ For a node computing y from x, `stamp` returns nodes computing
     out = stop_gradient(y) - (stop_gradient(h) - h),  h = x_finite * stop_gradient(g(x))
 
 which is y bit for bit (the bracket is exactly +0; -0.0 and NaN survive) and
-whose gradient, in plain TensorFlow, is dy * g(x) into x: the identity of
-`graph_override.stopgrad.apply_stop_gradient`, except that the forward value
+whose gradient, in plain TensorFlow, is dy * g(x) into x:
+`graph_override.stopgrad.stop_gradient_form`, with the forward value
 is the node's own output instead of the estimator's forward function, so the
 outputs of the whole graph stay bitwise identical (tf.sign(0) is 0, the
 estimator's sign gives +1 there).
 
 The ops are built once per (estimator, parameters, dtype) in a scratch
-tf.Graph with the estimator's own gradient multiplier
-(`graph_override.estimators.gradient_multiplier`), so the maths is the one
-the three families use; each rewrite then writes the template's nodes, with
+tf.Graph by that function, so the maths is the one the stopgrad family
+uses; each rewrite then writes the template's nodes, with
 new names and inputs, as serialized GraphDef fields.
 """
 
@@ -23,7 +22,7 @@ import functools
 import tensorflow as tf
 from tensorflow.core.framework import node_def_pb2
 
-from graph_override import estimators
+from graph_override import stopgrad
 
 __all__ = ["stamp"]
 
@@ -40,10 +39,7 @@ def _template(estimator, params_items, dtype_enum):
     with graph.as_default():
         x = tf.compat.v1.placeholder(dtype, name=_X)
         y = tf.compat.v1.placeholder(dtype, name=_Y)
-        g = estimators.gradient_multiplier(estimator, x, params)
-        finite_x = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
-        h = finite_x if g is None else finite_x * tf.stop_gradient(g)
-        tf.math.subtract(tf.stop_gradient(y), tf.stop_gradient(h) - h, name=_OUT)
+        stopgrad.stop_gradient_form(estimator, x, y, params, name=_OUT)
     out = []
     for node in graph.as_graph_def().node:
         if node.name in (_X, _Y):

@@ -41,16 +41,23 @@ __all__ = [
 ]
 
 
-def apply_stop_gradient(estimator, x, params):
-    """The stop_gradient form of `estimator` on tensor `x` (params normalized).
+def stop_gradient_form(estimator, x, y, params, name=None):
+    """``stop_gradient(y) - (stop_gradient(h) - h)`` with h = x * stop_gradient(g(x)).
 
-    Also used by `graph_override.frozen.make_portable` to rewrite nodes.
+    Its value is y bit for bit and its gradient into x is dy * g(x), the
+    estimator's rule. `graph_override.frozen.make_portable` passes a frozen
+    node's own output as y, so a rewritten graph keeps its outputs.
     """
-    value = tf.stop_gradient(estimators.forward(estimator, x, params))
     g = estimators.gradient_multiplier(estimator, x, params)
     finite_x = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
     h = finite_x if g is None else finite_x * tf.stop_gradient(g)
-    return value - (tf.stop_gradient(h) - h)
+    return tf.math.subtract(tf.stop_gradient(y), tf.stop_gradient(h) - h, name=name)
+
+
+def apply_stop_gradient(estimator, x, params):
+    """The stop_gradient form of `estimator` on tensor `x` (params normalized)."""
+    return stop_gradient_form(estimator, x, estimators.forward(estimator, x, params),
+                              params)
 
 
 def _apply(estimator, x, name, params):
