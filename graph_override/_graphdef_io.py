@@ -398,7 +398,7 @@ def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
     if not isinstance(graph_def, graph_pb2.GraphDef):
         raise GraphDefError("save(%s): expected a tf.compat.v1.GraphDef, got %s"
                             % (path, type(graph_def).__name__))
-    path, folder = check_output_path(path, source=source, overwrite=overwrite)
+    path, _ = check_output_path(path, source=source, overwrite=overwrite)
     if as_text is None:
         as_text = path.lower().endswith(_TEXT_SUFFIXES)
     # Serialized in memory first (ByteSize() would cost a serialization of

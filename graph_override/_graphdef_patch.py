@@ -16,7 +16,6 @@ from graph_override.errors import GraphDefError
 
 __all__ = ["make_portable", "patch"]
 
-_FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
 
 def _data_inputs(node):
@@ -29,7 +28,7 @@ def _float_dtype(enum, what, node, detail=""):
         dtype = tf.as_dtype(enum)
     except TypeError:
         dtype = None
-    if dtype not in _FLOATS:
+    if dtype not in estimators.FLOAT_DTYPES:
         raise RuleError("%s: node %r (op %s)%s has dtype %s; estimators need "
                         "float16, bfloat16, float32 or float64" % (
                             what, node.name, node.op, detail,
@@ -96,11 +95,6 @@ def _rewrite_node(node, rule, names, what):
     if not inputs:
         raise RuleError("%s: node %r (op %s) has no input to pass a gradient to"
                         % (what, node.name, node.op))
-    if not estimators.ESTIMATORS[rule.estimator].linear:
-        raise RuleError(
-            "%s: %s cannot be made portable: a clipped gradient is not linear in "
-            "dy, and only such gradients have a stop_gradient form. Use patch() "
-            "(registry name) for node %r instead." % (what, rule.estimator, node.name))
     dtype = _dtype(node, what)
     original = node.name
     forward = original + "/graph_override_forward"

@@ -85,8 +85,7 @@ class Rule:
     def target(self):
         """The gradient name this rule sets, or None for `remove`."""
         if self.estimator is not None:
-            return registry.builtin_name(
-                self.estimator, estimators.normalize(self.estimator, self.params))
+            return registry.builtin_name(self.estimator, self.params)  # normalized
         return self.gradient
 
     def describe_selector(self):

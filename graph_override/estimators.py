@@ -30,6 +30,7 @@ import tensorflow as tf
 __all__ = [
     "ESTIMATORS",
     "EstimatorSpec",
+    "FLOAT_DTYPES",
     "check_float_input",
     "forward",
     "gradient",
@@ -38,7 +39,7 @@ __all__ = [
     "registry_gradient",
 ]
 
-_FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+FLOAT_DTYPES = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
 EstimatorSpec = collections.namedtuple(
     "EstimatorSpec", ["name", "defaults", "op_type", "linear"])
@@ -144,7 +145,7 @@ def normalize(estimator, params):
 def check_float_input(x, estimator):
     """Converts `x` to a tensor and checks that it is floating point."""
     x = tf.convert_to_tensor(x)
-    if x.dtype.base_dtype not in _FLOAT_DTYPES:
+    if x.dtype.base_dtype not in FLOAT_DTYPES:
         raise TypeError(
             "%s() needs a float16, bfloat16, float32 or float64 tensor, got "
             "%s (tensor %s). Cast it first, e.g. tf.cast(x, tf.float32)." % (

@@ -110,11 +110,9 @@ def _is_input(value):
 def _resolve(gradient):
     """(function, name for messages) of a gradient function or name."""
     if isinstance(gradient, str):
-        name = registry.resolve(gradient)
-        return registry.resolve_function(name), str(name)
+        return registry.resolve_function(gradient), gradient
     if callable(gradient):
-        name = getattr(gradient, "__qualname__", None) or repr(gradient)
-        return gradient, name
+        return gradient, _describe_fn(gradient)
     raise TypeError(
         "op_with_gradient(op_fn, gradient): gradient must be a legacy gradient "
         "function (op, *grads) or a registered gradient name such as "

@@ -9,6 +9,7 @@ digits (uneven lighting: a random brightness ramp on every image), and
 """
 
 import collections
+import functools
 
 import numpy as np
 
@@ -28,7 +29,10 @@ evaluation only)."""
 N_FEATURES, N_CLASSES = 64, 10
 
 
+@functools.lru_cache(maxsize=1)
 def _load_digits():
+    """The digits as (features in [0, 1], labels), read once per process;
+    callers index them with masks and index arrays, which copy."""
     try:
         from sklearn.datasets import load_digits  # pylint: disable=import-outside-toplevel
     except ImportError as e:  # pragma: no cover - depends on the environment

@@ -212,7 +212,7 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
             tf.compat.v1.summary.scalar("train/batch_accuracy", model.accuracy)])
         steps_per_epoch = len(train_feeds(model, 0))
         total = epochs * steps_per_epoch
-        wait = (cluster.timeout_ms / 1000.0) if cluster is not None else 0
+        wait = cluster.timeout if cluster is not None else 0
         sess = _restore_or_init(sess_manager, master, saver, path, is_chief,
                                 config, wait)
         writer = (tf.compat.v1.summary.FileWriter(logdir, graph)

@@ -125,10 +125,10 @@ def _dann_feeds(d, batch_size, seed, with_target):
 
     def feeds(model, epoch):
         out = []
+        j = data.batches(n_t, batch_size, seed + 1, epoch) if with_target else None
         for i in data.batches(len(d.y_source), batch_size, seed, epoch):
             feed = {model.inputs["x"]: d.x_source[i], model.inputs["y"]: d.y_source[i]}
             if with_target:
-                j = data.batches(n_t, batch_size, seed + 1, epoch)
                 feed[model.inputs["x_target"]] = d.x_target[j[len(out) % len(j)]]
             out.append(feed)
         return out
