@@ -1,6 +1,5 @@
 """`graph_override.frozen.patch` and `make_portable`: apply rules to a GraphDef."""
 
-import collections
 import functools
 
 import tensorflow as tf
@@ -9,9 +8,9 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 from graph_override import (_compat, _graphdef_io, _graphdef_portable, estimators,
                             registry)
 from graph_override._graphdef_reports import NodeChange, PatchReport
-from graph_override._graphdef_rules import (GRADIENT_ATTR, GRADIENT_ATTR_BYTES, RuleError,
-                                            View, as_rules, check_matches,
-                                            gradient_attr, select)
+from graph_override._graphdef_rules import (GRADIENT_ATTR, RuleError, View, as_rules,
+                                            check_matches, gradient_attr, node_list,
+                                            nodes_by_gradient, select)
 from graph_override.errors import GraphDefError
 
 __all__ = ["make_portable", "patch"]
@@ -251,17 +250,11 @@ def _check_single_output(graph_def, owner, rules):
 
 
 def _non_portable_names(graph_def):
-    if GRADIENT_ATTR_BYTES not in graph_def.SerializeToString():
-        return []
-    out = collections.OrderedDict()
-    for node in graph_def.node:
-        name = gradient_attr(node)
-        if name is not None and (registry.parse_builtin_name(name) is not None
-                                 or not _compat.has_gradient_entry(name)):
-            out.setdefault(name, []).append(node.name)
     return ["node(s) %s keep gradient %r, which plain TensorFlow cannot resolve"
-            % (", ".join(nodes[:5]) + (" ..." if len(nodes) > 5 else ""), name)
-            for name, nodes in out.items()]
+            % (node_list(nodes), name)
+            for name, nodes in nodes_by_gradient(graph_def).items()
+            if registry.parse_builtin_name(name) is not None
+            or not _compat.has_gradient_entry(name)]
 
 
 def patch(graph_def, rules, *, on_no_match="raise"):

@@ -1,6 +1,7 @@
 """Patch rules: which nodes of a GraphDef to change, and how (see
 `graph_override.frozen`)."""
 
+import collections
 import dataclasses
 import fnmatch
 import re
@@ -11,7 +12,8 @@ from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError
                                    UnknownOpTypeError)
 
 __all__ = ["GRADIENT_ATTR", "GRADIENT_ATTR_BYTES", "Rule", "RuleError", "View",
-           "as_rules", "check_matches", "gradient_attr", "parse_rule", "select"]
+           "as_rules", "check_matches", "gradient_attr", "node_list", "nodes_by_gradient",
+           "parse_rule", "select"]
 
 GRADIENT_ATTR = "_gradient_op_type"
 GRADIENT_ATTR_BYTES = GRADIENT_ATTR.encode()
@@ -204,6 +206,23 @@ def as_rules(rules):
 def gradient_attr(node):
     attr = node.attr.get(GRADIENT_ATTR)
     return None if attr is None else attr.s.decode("utf-8", "replace")
+
+
+def nodes_by_gradient(graph_def):
+    """{gradient name: [node names]} of the nodes carrying `_gradient_op_type`,
+    in graph order; a byte search skips graphs that carry none."""
+    out = collections.OrderedDict()
+    if GRADIENT_ATTR_BYTES in graph_def.SerializeToString():
+        for node in graph_def.node:
+            name = gradient_attr(node)
+            if name is not None:
+                out.setdefault(name, []).append(node.name)
+    return out
+
+
+def node_list(names, limit=5):
+    """'a, b, c ...': the first `limit` node names, for messages."""
+    return ", ".join(names[:limit]) + (" ..." if len(names) > limit else "")
 
 
 class View:

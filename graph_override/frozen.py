@@ -51,8 +51,8 @@ from graph_override._graphdef_io import (MAX_BYTES, check_output_path, load,
                                         parse_graph_def, save, validate)
 from graph_override._graphdef_patch import make_portable, patch
 from graph_override._graphdef_reports import InspectReport, NodeChange, PatchReport
-from graph_override._graphdef_rules import (GRADIENT_ATTR, GRADIENT_ATTR_BYTES, Rule,
-                                            RuleError, gradient_attr, parse_rule)
+from graph_override._graphdef_rules import (GRADIENT_ATTR, Rule, RuleError, node_list,
+                                            nodes_by_gradient, parse_rule)
 from graph_override.errors import EagerModeError, UnknownGradientError
 
 __all__ = [
@@ -109,30 +109,26 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None)
       UnknownGradientError: listing the names that do not resolve.
       EagerModeError: called eagerly (no graph to import into).
     """
-    if not isinstance(graph_def, graph_pb2.GraphDef):
-        graph_def = load(graph_def)
     if tf.executing_eagerly():
         raise EagerModeError(
             "frozen.import_graph_def() needs a graph: call it inside "
             "`with tf.Graph().as_default():`, or wrap it with "
             "tf.compat.v1.wrap_function for eager use")
+    if not isinstance(graph_def, graph_pb2.GraphDef):
+        graph_def = load(graph_def)
     missing = collections.OrderedDict()
-    if GRADIENT_ATTR_BYTES in graph_def.SerializeToString():
-        for node in graph_def.node:
-            gname = gradient_attr(node)
-            if gname is None:
-                continue
-            if registry.is_resolvable(gname):
-                registry.resolve(gname)
-            else:
-                missing.setdefault(gname, []).append(node.name)
+    for gname, nodes in nodes_by_gradient(graph_def).items():
+        if registry.is_resolvable(gname):
+            registry.resolve(gname)
+        else:
+            missing[gname] = nodes
     if missing:
         raise UnknownGradientError(
             "import_graph_def: %d gradient name(s) cannot be resolved here: %s. "
             "Repair them first, e.g. `graph-override patch MODEL -o OUT --map "
             "'gradient:NAME=ste_sign'` or `--map 'gradient:NAME=remove'`, or "
             "register the functions before importing." % (len(missing), "; ".join(
-                "%r (node(s) %s)" % (n, ", ".join(v[:5]) + (" ..." if len(v) > 5 else ""))
+                "%r (node(s) %s)" % (n, node_list(v))
                 for n, v in missing.items())))
     return tf.compat.v1.import_graph_def(graph_def, input_map=input_map,
                                          return_elements=return_elements, name=name)
