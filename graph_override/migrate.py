@@ -271,7 +271,17 @@ def migrate_file(path, *, write=False, keep_registrations=()):
       A `FileResult`; parse and read errors are reported in it, not raised.
     """
     try:
-        raw, text, encoding = _read(path)
+        source = _read(path)
+    except SourceError as e:
+        return FileResult(path, error=str(e))
+    return _migrate_read_file(path, source, write, keep_registrations)
+
+
+def _migrate_read_file(path, source, write, keep_registrations):
+    """migrate_file on a file already read: source is _read's (raw, text,
+    encoding); the write checks the file still holds `raw`."""
+    raw, text, encoding = source
+    try:
         result = migrate_source(text, path, keep_registrations=keep_registrations)
     except SourceError as e:
         return FileResult(path, error=str(e))
@@ -318,13 +328,14 @@ def migrate_paths(paths, *, write=False):
             continue
         plan.append(found)
         files.extend(found)
-    uses = {}
+    sources, uses = {}, {}  # each file is read once, for the scan and the migration
     for f in files:
         try:
-            with open(f, "rb") as fh:
-                text = fh.read().decode("utf-8", "replace")
-        except OSError:
+            sources[f] = _read(f)
+        except SourceError as e:
+            sources[f] = e
             continue
+        text = sources[f][1]
         uses[f] = map_names(text) if "gradient_override_map" in text else set()
     counts = collections.Counter(n for names in uses.values() for n in names)
     results = []
@@ -335,5 +346,8 @@ def migrate_paths(paths, *, write=False):
         for f in entry:
             own = uses.get(f, set())
             keep = {n for n, c in counts.items() if c > (1 if n in own else 0)}
-            results.append(migrate_file(f, write=write, keep_registrations=keep))
+            if isinstance(sources[f], SourceError):
+                results.append(FileResult(f, error=str(sources[f])))
+            else:
+                results.append(_migrate_read_file(f, sources[f], write, keep))
     return results
