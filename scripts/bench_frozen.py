@@ -88,52 +88,49 @@ def run(nodes=200_000, repeats=3):
     data = graph.SerializeToString()
     node_count = len(graph.node)
     del graph
-    folder = tempfile.mkdtemp(prefix="bench_frozen_")
-    src = os.path.join(folder, "model.pb")
-    dst = os.path.join(folder, "fixed.pb")
-    with open(src, "wb") as f:
-        f.write(data)
+    with tempfile.TemporaryDirectory(prefix="bench_frozen_") as folder:  # removed on errors too
+        src = os.path.join(folder, "model.pb")
+        dst = os.path.join(folder, "fixed.pb")
+        with open(src, "wb") as f:
+            f.write(data)
 
-    def protobuf_only():
-        graph_pb2.GraphDef.FromString(data).SerializeToString()
+        def protobuf_only():
+            graph_pb2.GraphDef.FromString(data).SerializeToString()
 
-    def protobuf_with_file_io():
-        with open(src, "rb") as f:
-            out = graph_pb2.GraphDef.FromString(f.read()).SerializeToString()
-        with open(dst, "wb") as f:
-            f.write(out)
+        def protobuf_with_file_io():
+            with open(src, "rb") as f:
+                out = graph_pb2.GraphDef.FromString(f.read()).SerializeToString()
+            with open(dst, "wb") as f:
+                f.write(out)
 
-    parts = {"load": [], "patch": [], "save": []}
-    changed = []
+        parts = {"load": [], "patch": [], "save": []}
+        changed = []
 
-    def ours():
-        t0 = time.perf_counter()
-        loaded = frozen.load(src)
-        t1 = time.perf_counter()
-        fixed, report = frozen.patch(loaded, ["Sign=ste_sign"])
-        t2 = time.perf_counter()
-        frozen.save(fixed, dst, overwrite=True)
-        t3 = time.perf_counter()
-        parts["load"].append(t1 - t0)
-        parts["patch"].append(t2 - t1)
-        parts["save"].append(t3 - t2)
-        changed.append(len(report.changes))
+        def ours():
+            t0 = time.perf_counter()
+            loaded = frozen.load(src)
+            t1 = time.perf_counter()
+            fixed, report = frozen.patch(loaded, ["Sign=ste_sign"])
+            t2 = time.perf_counter()
+            frozen.save(fixed, dst, overwrite=True)
+            t3 = time.perf_counter()
+            parts["load"].append(t1 - t0)
+            parts["patch"].append(t2 - t1)
+            parts["save"].append(t3 - t2)
+            changed.append(len(report.changes))
 
-    frozen.patch(frozen.load(src), ["Sign=ste_sign"])  # warm up (imports, registry)
-    base = _best(protobuf_only, repeats)
-    base_io = _best(protobuf_with_file_io, repeats)
-    total = _best(ours, repeats)
-    # tracemalloc slows every Python allocation down, so it gets a run of
-    # its own, outside the timings.
-    tracemalloc.start()
-    ours()
-    python_peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    for key in parts:
-        parts[key].pop()
-    for path in (src, dst):
-        os.unlink(path)
-    os.rmdir(folder)
+        frozen.patch(frozen.load(src), ["Sign=ste_sign"])  # warm up (imports, registry)
+        base = _best(protobuf_only, repeats)
+        base_io = _best(protobuf_with_file_io, repeats)
+        total = _best(ours, repeats)
+        # tracemalloc slows every Python allocation down, so it gets a run of
+        # its own, outside the timings.
+        tracemalloc.start()
+        ours()
+        python_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        for key in parts:
+            parts[key].pop()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     return {
         "nodes": node_count,
