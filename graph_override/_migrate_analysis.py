@@ -339,14 +339,12 @@ class _Analyzer(cst.CSTVisitor):
                                          "in this scope, so it re-routed nothing "
                                          "(check it: op types are CamelCase, e.g. "
                                          "'Sign'); dropped" % key))
+        for reg in work.uses:
+            reg.uses += 1
         if work.reasons:
             for line, reason in work.reasons:
                 self.plan.untouched.append((line, reason))
-            for reg in work.uses:
-                reg.uses += 1
             return
-        for reg in work.uses:
-            reg.uses += 1
         for reg in work.direct:
             reg.converted_uses += 1
         self.plan.calls.update(work.calls)
@@ -367,9 +365,7 @@ class _Analyzer(cst.CSTVisitor):
                                      "...', so later code may use it"))
                 return
             graph = call.func.value
-            if not (_is_plain_reference(graph) or (
-                    isinstance(graph, cst.Call) and not graph.args
-                    and set(tables.GRAPH_GETTERS) & self.tf_names(graph.func))):
+            if not (_is_plain_reference(graph) or self._is_graph_getter(graph)):
                 work.reasons.append((line, "the graph in '%s.gradient_override_map'"
                                      " is computed by a call this tool cannot "
                                      "follow" % code(graph)))
@@ -576,9 +572,13 @@ class _Analyzer(cst.CSTVisitor):
                 if stmt is None:
                     continue
                 value = stmt.body[0].value
-                if isinstance(value, cst.Call) and not value.args and set(
-                        tables.GRAPH_GETTERS) & self.tf_names(value.func):
+                if self._is_graph_getter(value):
                     self._drop(stmt)
+
+    def _is_graph_getter(self, node):
+        """tf.get_default_graph() or an alias of it, called without arguments."""
+        return (isinstance(node, cst.Call) and not node.args
+                and bool(set(tables.GRAPH_GETTERS) & self.tf_names(node.func)))
 
     def _dead_registrations(self):
         for reg in self.registrations:
@@ -684,8 +684,11 @@ class _Work:
         self.converted_types = set()  # op types of the calls converted
 
 
+_EMPTY_MODULE = cst.Module(body=[])
+
+
 def code(node):
-    return cst.Module(body=[]).code_for_node(node)
+    return _EMPTY_MODULE.code_for_node(node)
 
 
 def analyze(module, keep_names=()):
