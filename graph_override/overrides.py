@@ -44,7 +44,11 @@ def gradient_name(estimator, **params):
       >>> overrides.gradient_name("ste_sign", clip_value=0.5)
       'graph_override.ste_sign(clip_value=0.5)'
     """
-    params = estimators.normalize(estimator, params)
+    return _registered_name(estimator, estimators.normalize(estimator, params))
+
+
+def _registered_name(estimator, params):
+    """The built-in name of a normalized setting, registered on first use."""
     return registry.resolve(registry.builtin_name(estimator, params))
 
 
@@ -82,7 +86,7 @@ def _apply(estimator, x, name, params):
     params = estimators.normalize(estimator, params)
     what = "graph_override.overrides.%s" % estimator
     require_graph_mode(what, [x] if tf.is_tensor(x) else [])
-    grad_name = registry.resolve(registry.builtin_name(estimator, params))
+    grad_name = _registered_name(estimator, params)
     with tf.compat.v1.name_scope(name, estimator, [x]):
         x = estimators.check_float_input(x, estimator)
         return _build(estimator, x, params, grad_name)
