@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_override import (_graphdef_inspect, _graphdef_io, _graphdef_patch,
-                            _graphdef_rules, estimators, frozen, scope, testing, tf2)
+from graph_override import estimators, frozen, scope, testing, tf2
+from graph_override.frozen import inspection as _graphdef_inspect
+from graph_override.frozen import io as _graphdef_io
+from graph_override.frozen import patching as _graphdef_patch
+from graph_override.frozen import rules as _graphdef_rules
 from graph_override.errors import (EagerModeError, GraphDefError, NoMatchError,
                                    UnknownGradientError, UnknownOpTypeError)
 

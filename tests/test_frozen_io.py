@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _graphdef_io, frozen
+from graph_override import frozen
+from graph_override.frozen import io as _graphdef_io
 from graph_override.errors import GraphDefError, GraphOverrideError
 
 

@@ -9,7 +9,9 @@ import stat
 import libcst as cst
 import pytest
 
-from graph_override import _migrate_tables, cli, migrate
+from graph_override import cli, migrate
+from graph_override.migrate import migration as _migration
+from graph_override.migrate import tables as _migrate_tables
 from graph_override.migrate import SourceError, migrate_source
 
 CASES = sorted(glob.glob(os.path.join(os.path.dirname(__file__),
@@ -24,7 +26,7 @@ def _migrate(body, **kwargs):
 
 
 def test_docstring_examples_run():
-    for module in (migrate, _migrate_tables):
+    for module in (_migration, _migrate_tables):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -427,7 +429,7 @@ def test_cli_permission_denied_is_exit_2(tmp_path, capsys, monkeypatch):
         raise PermissionError(13, "Permission denied", str(file))
 
     # Tests may run as root, where chmod 000 does not stop a read.
-    monkeypatch.setattr(migrate, "open", denied, raising=False)
+    monkeypatch.setattr(_migration, "open", denied, raising=False)
     assert cli.main(["migrate", str(path), "--write"]) == 2
     _, err = capsys.readouterr()
     assert "%s: cannot read the file (Permission denied)" % path in err

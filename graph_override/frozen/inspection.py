@@ -7,8 +7,8 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import _compat, registry
-from graph_override._graphdef_reports import InspectReport
-from graph_override._graphdef_rules import GRADIENT_ATTR, View, gradient_attr
+from graph_override.frozen.reports import InspectReport
+from graph_override.frozen.rules import GRADIENT_ATTR, View, gradient_attr
 from graph_override.errors import GraphDefError
 
 __all__ = ["RISKY_OPS", "ZERO_GRADIENT_OPS", "inspect"]

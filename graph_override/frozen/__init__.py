@@ -46,12 +46,12 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import registry
-from graph_override._graphdef_inspect import RISKY_OPS, ZERO_GRADIENT_OPS, inspect
-from graph_override._graphdef_io import (MAX_BYTES, check_output_path, load,
+from graph_override.frozen.inspection import RISKY_OPS, ZERO_GRADIENT_OPS, inspect
+from graph_override.frozen.io import (MAX_BYTES, check_output_path, load,
                                         parse_graph_def, save, validate)
-from graph_override._graphdef_patch import make_portable, patch
-from graph_override._graphdef_reports import InspectReport, NodeChange, PatchReport
-from graph_override._graphdef_rules import (GRADIENT_ATTR, Rule, RuleError, node_list,
+from graph_override.frozen.patching import make_portable, patch
+from graph_override.frozen.reports import InspectReport, NodeChange, PatchReport
+from graph_override.frozen.rules import (GRADIENT_ATTR, Rule, RuleError, node_list,
                                             nodes_by_gradient, parse_rule)
 from graph_override.errors import EagerModeError, UnknownGradientError
 

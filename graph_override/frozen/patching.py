@@ -5,10 +5,12 @@ import functools
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from graph_override import (_compat, _graphdef_io, _graphdef_portable, estimators,
+from graph_override import (_compat, estimators,
                             registry)
-from graph_override._graphdef_reports import NodeChange, PatchReport
-from graph_override._graphdef_rules import (GRADIENT_ATTR, RuleError, View, as_rules,
+from graph_override.frozen import io as frozen_io
+from graph_override.frozen import portable as portable_form
+from graph_override.frozen.reports import NodeChange, PatchReport
+from graph_override.frozen.rules import (GRADIENT_ATTR, RuleError, View, as_rules,
                                             check_matches, gradient_attr, node_list,
                                             nodes_by_gradient, select)
 from graph_override.errors import GraphDefError
@@ -66,7 +68,7 @@ def _rewrite_identity_n(node, rule, names, what):
         _float_dtype(types[i], what, node, " input %d" % i)
         prefix = "%s/graph_override_portable_%d/" % (node.name, i)
         out_name = prefix + "out"
-        added += _claim(names, _graphdef_portable.stamp(
+        added += _claim(names, portable_form.stamp(
             rule.estimator, rule.params, types[i], x_ref=inputs[k + i],
             y_ref=inputs[i], prefix=prefix, out_name=out_name, device=node.device), what)
         node.input[i] = out_name
@@ -105,7 +107,7 @@ def _rewrite_node(node, rule, names, what):
     node.name = forward
     if GRADIENT_ATTR in node.attr:
         del node.attr[GRADIENT_ATTR]
-    return _claim(names, _graphdef_portable.stamp(
+    return _claim(names, portable_form.stamp(
         rule.estimator, rule.params, dtype, x_ref=inputs[0], y_ref=forward,
         prefix=original + "/graph_override_portable/", out_name=original,
         device=node.device), what)
@@ -215,7 +217,7 @@ def _set_names_fast(graph_def, view, rules, selected, owner):
                                 "gradient to; narrow the rule %s"
                                 % (view.names[i], view.ops[i], rules[r]))
     order = sorted(owner)
-    data = _graphdef_io.append_to_nodes(view.data, {i: entries[owner[i]] for i in order})
+    data = frozen_io.append_to_nodes(view.data, {i: entries[owner[i]] for i in order})
     names, ops = view.names, view.ops
     changes = [NodeChange(names[i], ops[i], "set", None, targets[owner[i]],
                           texts[owner[i]]) for i in order]

@@ -7,7 +7,8 @@ import fnmatch
 import re
 import warnings
 
-from graph_override import _compat, _graphdef_io, estimators, registry
+from graph_override import _compat, estimators, registry
+from graph_override.frozen import io as frozen_io
 from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError,
                                    UnknownOpTypeError)
 
@@ -228,12 +229,12 @@ def node_list(names, limit=5):
 class View:
     """Names and op types of a GraphDef's nodes and all their inputs (in one
     flat list), read once from its bytes (a C-level pass; see
-    graph_override._graphdef_io), and whether any node may carry a gradient
+    graph_override.frozen.io), and whether any node may carry a gradient
     name."""
 
     def __init__(self, graph_def):
         self.data = graph_def.SerializeToString()
-        index = _graphdef_io.fast_index(self.data, len(graph_def.node))
+        index = frozen_io.fast_index(self.data, len(graph_def.node))
         if index is None:  # unchecked, odd graph: read node by node
             index = ([n.name for n in graph_def.node], [n.op for n in graph_def.node],
                      [i for n in graph_def.node for i in n.input])

@@ -1,6 +1,6 @@
 """The rewriting pass of the source migration (`graph_override.migrate`).
 
-`_Rewriter` applies a `graph_override._migrate_analysis.Plan` to the very
+`_Rewriter` applies a `graph_override.migrate.analysis.Plan` to the very
 module the plan was made for (nodes are matched by identity), so everything
 the plan does not name keeps its bytes: comments, blank lines, quotes and
 spacing. Comments of removed code move to the next statement kept.
@@ -8,7 +8,7 @@ spacing. Comments of removed code move to the next statement kept.
 
 import libcst as cst
 
-from graph_override._migrate_analysis import (
+from graph_override.migrate.analysis import (
     HELPER,
     HELPER_MODULE,
     analyze,

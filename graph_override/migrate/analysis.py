@@ -5,11 +5,11 @@ decides what to do: which ``with ... gradient_override_map(...)`` scopes can
 go, which calls inside them become ``op_with_gradient(fn, gradient)(...)``,
 which registrations, helper assignments and imports become dead, and which
 scopes must stay (with the reasons). It changes nothing: the result is a
-`Plan` that `graph_override._migrate_rewrite` applies.
+`Plan` that `graph_override.migrate.rewrite` applies.
 
 A scope is converted all or nothing (an outermost scope together with the
 scopes nested in it), and only when every call in it is understood: a known
-TensorFlow function (see `graph_override._migrate_tables`), a harmless
+TensorFlow function (see `graph_override.migrate.tables`), a harmless
 builtin or method. Anything else leaves the scope as it is.
 """
 
@@ -22,7 +22,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from graph_override import _migrate_tables as tables
+from graph_override.migrate import tables
 
 __all__ = ["HELPER", "HELPER_MODULE", "Plan", "analyze", "bound_name", "code"]
 

@@ -35,7 +35,7 @@ import tokenize
 
 import libcst as cst
 
-from graph_override import _migrate_rewrite
+from graph_override.migrate import rewrite as _migrate_rewrite
 from graph_override._atomic import atomic_write
 from graph_override.errors import SourceError
 
