@@ -1,0 +1,40 @@
+"""Every code block of the guides runs and prints what the page shows
+(the rules are in tests/doc_blocks.py)."""
+
+import pathlib
+
+import pytest
+
+import doc_blocks
+
+ROOT = doc_blocks.ROOT
+# The guides; README.md joins them once it follows the same rules.
+PAGES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs" / "guide").glob("*.md"))
+
+
+def test_the_harness_runs_and_compares(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- run: echo hidden > made.txt -->\n"
+        "```python title=\"m.py\"\nprint('from a file')\n```\n\n"
+        "```console\n$ cat made.txt\nhidden\n$ python m.py\nfrom a file\n```\n\n"
+        "```python\nx = 6 * 7\nprint(x)\n```\n```text\n42\n```\n\n"
+        "```pycon\n>>> x + 1\n43\n```\n\n"
+        "<!-- not-run: shown only -->\n```sh\nrm -rf /\n```\n")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    assert doc_blocks.run_page(page, scratch) == []
+    page.write_text("```python\nprint(1)\n```\n```text\n2\n```\n\n"
+                    "```console\n$ echo a\nb\n```\n\n```sh\nls\n```\n"
+                    "```pycon\n>>> 1\n2\n```\n")
+    scratch = tmp_path / "scratch2"
+    scratch.mkdir()
+    failures = doc_blocks.run_page(page, scratch)
+    assert len(failures) == 4, failures
+    assert "not-run" in failures[2]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_blocks_run_and_print_what_they_show(page, tmp_path):
+    failures = doc_blocks.run_page(ROOT / page, tmp_path)
+    assert not failures, "\n\n".join(failures)
