@@ -1,9 +1,15 @@
 """The `graph-override` command line.
 
 Each command lives in `graph_override.commands.<name>` and provides HELP,
-DESCRIPTION, EPILOG, ``configure(parser)`` and ``run(args) -> int``.
-Exit status: 0 success, 1 a finding or a failed check, 2 bad usage or
-unreadable input.
+DESCRIPTION, EPILOG, ``configure(parser)`` and ``run(args) -> int``; a module
+added to that package is a command. Exit status: 0 success, 1 a finding or a
+failed check, 2 bad usage or unreadable input (a TensorFlow that does not
+import included).
+
+Start-up is cheap: the arguments are parsed before anything heavy is
+imported, so ``--help``, ``--version``, a mistyped argument and the whole of
+``migrate`` (which only parses source code) never import TensorFlow. Every
+other command gets TensorFlow imported, quietly, just before it runs.
 """
 
 import argparse
@@ -11,13 +17,64 @@ import contextlib
 import importlib
 import io
 import os
+import pkgutil
 import sys
 
 __all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE",
-           "import_tensorflow_quietly", "main"]
+           "WITHOUT_TENSORFLOW", "import_tensorflow_quietly", "main", "version"]
 
-COMMANDS = ("inspect", "patch", "migrate", "demo")
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
+
+# The order in which `--help` lists the commands; a command module not named
+# here is listed after these, alphabetically.
+_ORDER = ("inspect", "patch", "convert", "migrate", "demo")
+# Commands that run without TensorFlow. Any other command, including one
+# added later, gets TensorFlow imported before it runs.
+WITHOUT_TENSORFLOW = frozenset({"migrate"})
+# Distributions that provide the `tensorflow` module, for --version.
+_TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-macos",
+                     "tf-nightly", "tensorflow-intel")
+
+
+def _discover():
+    from graph_override import commands  # pylint: disable=import-outside-toplevel
+    found = {m.name for m in pkgutil.iter_modules(commands.__path__)
+             if not m.name.startswith("_")}
+    return tuple([n for n in _ORDER if n in found]
+                 + sorted(found.difference(_ORDER)))
+
+
+COMMANDS = _discover()
+
+
+def version():
+    """The `--version` text: this package's version, the installed
+    TensorFlow's (read from its metadata, without importing it) and Python's."""
+    from importlib import metadata  # pylint: disable=import-outside-toplevel
+    from graph_override import __version__  # pylint: disable=import-outside-toplevel
+    tf_version = "not installed"
+    for dist in _TF_DISTRIBUTIONS:
+        try:
+            tf_version = metadata.version(dist)
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    return "graph-override %s (TensorFlow %s, Python %s)" % (
+        __version__, tf_version, ".".join(map(str, sys.version_info[:3])))
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: prints version() and exits 0; the installed packages'
+    metadata is read only when the option is given."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        kwargs.setdefault("help", "show the versions of graph-override, "
+                                  "TensorFlow and Python, and exit")
+        super().__init__(option_strings, dest=dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version())
+        parser.exit()
 
 
 def _parser(modules):
@@ -25,7 +82,11 @@ def _parser(modules):
         prog="graph-override",
         description="Safe gradient overrides for TensorFlow 1 style graphs: "
                     "inspect and patch frozen GraphDefs, migrate override-map "
-                    "code to TF2, and see it work (demo).")
+                    "code to TF2, and see it work (demo).",
+        epilog="Exit status: 0 success, 1 a finding or a failed check, 2 bad "
+               "usage or unreadable input. 'graph-override COMMAND --help' "
+               "shows a command's options and examples.")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module in modules.items():
@@ -66,20 +127,52 @@ def _native_stderr_silenced():
 
 def import_tensorflow_quietly():
     """Imports TensorFlow without its native start-up noise, unless the user
-    asked for TensorFlow's logs (TF_CPP_MIN_LOG_LEVEL below 3)."""
+    asked for TensorFlow's logs (TF_CPP_MIN_LOG_LEVEL below 3).
+
+    Raises whatever the import raises (ImportError for a missing or broken
+    installation): only the native log lines are silenced, never an error.
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if "tensorflow" in sys.modules or os.environ["TF_CPP_MIN_LOG_LEVEL"] < "3":
+    if "tensorflow" in sys.modules:
+        return
+    if os.environ["TF_CPP_MIN_LOG_LEVEL"] < "3":
+        importlib.import_module("tensorflow")
         return
     with _native_stderr_silenced():
         importlib.import_module("tensorflow")
 
 
+def _tensorflow_or_error(command):
+    """Imports TensorFlow for `command`; returns None, or the message saying
+    why it cannot be imported and what to do."""
+    try:
+        import_tensorflow_quietly()
+    except Exception as e:  # pylint: disable=broad-except
+        # Any exception of the import itself: a missing package
+        # (ImportError) or a broken one (numpy ABI errors, AttributeError).
+        return ("graph-override %s: error: this command needs TensorFlow, and "
+                "'import tensorflow' failed: %s: %s. Install a supported "
+                "release (python -m pip install 'tensorflow>=2.15'; "
+                "compat/README.md lists them) or repair the installation; "
+                "'graph-override migrate' works without TensorFlow."
+                % (command, type(e).__name__, e))
+    return None
+
+
 def main(argv=None):
-    """Runs the command line; returns the exit status."""
-    import_tensorflow_quietly()
+    """Runs the command line; returns the exit status.
+
+    `--help`, `--version` and bad usage raise SystemExit (argparse), with
+    status 0 or 2.
+    """
     modules = {name: importlib.import_module("graph_override.commands." + name)
                for name in COMMANDS}
     args = _parser(modules).parse_args(argv)
+    if args.command not in WITHOUT_TENSORFLOW:
+        message = _tensorflow_or_error(args.command)
+        if message is not None:
+            print(message, file=sys.stderr)
+            return EXIT_USAGE
     from graph_override.errors import GraphDefError, GraphOverrideError  # pylint: disable=import-outside-toplevel
     try:
         return args._run(args)  # pylint: disable=protected-access
