@@ -1,4 +1,9 @@
-"""Packaging of graph_override: `pip install -e .[test]`."""
+"""Packaging of graph_override: `pip install -e .[test]`.
+
+Extras: `test` (the suite), `scripts` (matplotlib for the plots of
+scripts/plot_estimators.py and scripts/bench.py; the training scripts need
+nothing beyond the package itself), `docs` (the MkDocs site in docs/).
+"""
 
 import pathlib
 import re
@@ -19,6 +24,9 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     packages=find_packages(include=["graph_override", "graph_override.*"]),
+    # The oldest supported TensorFlow, 2.15, runs on Python 3.9-3.11; the
+    # current one, 2.21, on 3.10-3.13. pip picks a TensorFlow for the Python
+    # at hand (compat/ has the tested pairs).
     python_requires=">=3.9",
     install_requires=[
         # 2.15 is the oldest supported release (the last with Keras 2 and
@@ -42,11 +50,23 @@ setup(
             # The estimator plot and the benchmark figures.
             "matplotlib>=3.5",
         ],
+        # scripts/plot_estimators.py and the figure of scripts/bench.py.
         "scripts": ["matplotlib>=3.5"],
+        # The documentation site: `mkdocs build --strict` (mkdocs.yml).
+        "docs": [
+            "mkdocs>=1.6",
+            "mkdocs-material>=9.5",
+            "mkdocstrings[python]>=0.26",
+        ],
     },
     entry_points={"console_scripts": ["graph-override=graph_override.cli:main"]},
     classifiers=[
         "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3.9",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
 )

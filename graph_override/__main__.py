@@ -4,4 +4,5 @@ import sys
 
 from graph_override.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # tools that import every module must not run it
+    sys.exit(main())

@@ -58,22 +58,70 @@ def test_demo_runs_and_succeeds():
     assert "three families agree" in result.stdout
 
 
-def _python_blocks():
+def test_readme_is_short_and_its_blocks_follow_the_page_rules():
+    """README's blocks are run by tests/test_doc_pages.py; here: it is in its
+    list, short enough to read in minutes, and the Quickstart is shown, not run."""
+    import doc_blocks  # pylint: disable=import-outside-toplevel
+    import test_doc_pages  # pylint: disable=import-outside-toplevel
+    assert "README.md" in test_doc_pages.PAGES
     text = (ROOT / "README.md").read_text()
-    return re.findall(r"```python\n(.*?)```", text, re.S)
+    assert len(text.splitlines()) <= 300
+    first = doc_blocks.blocks(text.split("## Quickstart", 1)[1])[0]
+    assert first.skip == "installs the package"
+    assert [line for line in first.text.splitlines() if line.strip()] == quickstart_commands()
+    runs = [b for b in doc_blocks.blocks(text) if not b.skip]
+    assert {b.lang for b in runs} >= {"python", "console", "pycon"}
+    assert all(b.expected for b in runs if b.lang == "python" and not b.title)
 
 
-def test_readme_has_python_examples():
-    assert len(_python_blocks()) >= 3
+def _mkdocs_nav():
+    return set(re.findall(r"^\s*-\s*(?:[^:\n]+:\s*)?([\w./-]+\.md)\s*$",
+                          (ROOT / "mkdocs.yml").read_text(), re.M))
 
 
-@pytest.mark.parametrize("index", range(len(_python_blocks())))
-def test_readme_python_blocks_run(index, capsys, tmp_path, monkeypatch):
-    block = _python_blocks()[index]
-    monkeypatch.chdir(tmp_path)
-    if "model.pb" in block:  # the frozen-graph tour works on the example model
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_frozen_example.py"),
-                        "model.pb"], check=True, capture_output=True, timeout=300)
-    exec(compile(block, "README.md[python %d]" % index, "exec"), {})  # pylint: disable=exec-used
-    out = capsys.readouterr().out
-    assert out.strip(), "each README example prints what it shows"
+def test_readme_links_point_at_files_or_site_pages():
+    """Every relative link of README names a file of the repository or a page
+    of the site's nav (which `mkdocs build --strict` requires to exist)."""
+    text = (ROOT / "README.md").read_text()
+    nav = _mkdocs_nav()
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert len(links) >= 10
+    for link in links:
+        if "://" in link:
+            continue
+        assert (ROOT / link).exists() or (
+            link.startswith("docs/") and link[len("docs/"):] in nav), link
+
+
+def test_python_requires_is_what_the_code_and_tensorflow_allow():
+    """python_requires names the oldest Python of the oldest supported
+    TensorFlow (2.15: 3.9-3.11), and every module parses as that Python."""
+    import ast  # pylint: disable=import-outside-toplevel
+    setup = (ROOT / "setup.py").read_text()
+    oldest = re.search(r'python_requires=">=3\.(\d+)"', setup)
+    assert oldest and oldest.group(1) == "9", "python_requires changed: update README and compat"
+    for version in ("3.9", "3.10", "3.11", "3.12", "3.13"):
+        assert "Python :: %s\"" % version in setup
+    for path in sorted((ROOT / "graph_override").rglob("*.py")):
+        ast.parse(path.read_text(), str(path), feature_version=(3, 9))
+    readme = (ROOT / "README.md").read_text()
+    assert "| 2.21 (current) | 3.10-3.13 |" in readme
+    assert "| 2.15 (oldest: the last with Keras 2 and numpy 1) | 3.9-3.11 |" in readme
+
+
+def test_setup_extras_say_what_they_add():
+    setup = (ROOT / "setup.py").read_text()
+    for extra, packages in (("docs", ("mkdocs>=", "mkdocs-material>=", "mkdocstrings[python]>=")),
+                            ("scripts", ("matplotlib>=",))):
+        block = re.search(r'"%s": \[(.*?)\]' % extra, setup, re.S)
+        assert block, extra
+        for package in packages:
+            assert '"%s' % package in block.group(1), (extra, package)
+
+
+def test_ci_builds_the_site_strictly_after_the_tests():
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    tests = lines.index(quickstart_commands()[1])
+    build = [i for i, line in enumerate(lines) if "mkdocs build --strict" in line]
+    assert build and build[0] > tests
+    assert any('".[docs]"' in line for line in lines[tests:build[0]])
