@@ -113,7 +113,7 @@ def test_setup_extras_say_what_they_add():
     setup = (ROOT / "setup.py").read_text()
     for extra, packages in (("docs", ("mkdocs>=", "mkdocs-material>=", "mkdocstrings[python]>=")),
                             ("scripts", ("matplotlib>=",))):
-        block = re.search(r'"%s": \[(.*?)\]' % extra, setup, re.S)
+        block = re.search(r'"%s": \[(.*?)\],\n' % extra, setup, re.S)
         assert block, extra
         for package in packages:
             assert '"%s' % package in block.group(1), (extra, package)
@@ -122,6 +122,6 @@ def test_setup_extras_say_what_they_add():
 def test_ci_builds_the_site_strictly_after_the_tests():
     lines = (ROOT / ".ci" / "run").read_text().splitlines()
     tests = lines.index(quickstart_commands()[1])
-    build = [i for i, line in enumerate(lines) if "mkdocs build --strict" in line]
+    build = [i for i, line in enumerate(lines) if line.startswith("mkdocs build --strict")]
     assert build and build[0] > tests
-    assert any('".[docs]"' in line for line in lines[tests:build[0]])
+    assert any('pip install -e ".[docs]"' in line for line in lines[tests:build[0]])
