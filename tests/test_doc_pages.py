@@ -41,3 +41,12 @@ def test_the_harness_runs_and_compares(tmp_path):
 def test_page_blocks_run_and_print_what_they_show(page, tmp_path):
     failures = doc_blocks.run_page(ROOT / page, tmp_path)
     assert not failures, "\n\n".join(failures)
+
+
+def test_the_errors_page_has_a_section_for_every_error_class():
+    from graph_override import errors, scope  # pylint: disable=import-outside-toplevel
+    text = (ROOT / "docs" / "guide" / "errors.md").read_text()
+    headings = {w for line in text.splitlines() if line.startswith("## ")
+                for w in line[3:].replace(" and ", " ").split()}
+    names = set(errors.__all__) | {"GraphOverrideError", scope.NoMatchWarning.__name__}
+    assert names <= headings, sorted(names - headings)
