@@ -50,3 +50,18 @@ def test_the_errors_page_has_a_section_for_every_error_class():
                 for w in line[3:].replace(" and ", " ").split()}
     names = set(errors.__all__) | {"GraphOverrideError", scope.NoMatchWarning.__name__}
     assert names <= headings, sorted(names - headings)
+
+
+def test_the_architecture_page_maps_every_module():
+    """Every module of graph_override/ has a row in docs/architecture.md's
+    module map, with a line count within 20 % (or 20 lines) of the file's."""
+    import re  # pylint: disable=import-outside-toplevel
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = dict(re.findall(r"^\| `(graph_override/[\w/]+\.py)` \| (\d+) \|", text, re.M))
+    modules = sorted(p.relative_to(ROOT).as_posix()
+                     for p in (ROOT / "graph_override").rglob("*.py"))
+    assert [m for m in modules if m not in rows] == []
+    assert [m for m in rows if m not in modules] == []
+    for module, listed in rows.items():
+        lines = len((ROOT / module).read_text().splitlines())
+        assert abs(lines - int(listed)) <= max(20, 0.2 * lines), (module, listed, lines)
