@@ -77,6 +77,16 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _modules_needed(argv):
+    """The command modules to import for `argv`: only the named command's
+    when argv names one (the others' imports, numpy for demo, cost time
+    and are not needed), every one for the top-level help and errors."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first in COMMANDS and argv.index(first) == 0:
+        return (first,)
+    return COMMANDS
+
+
 def _parser(modules):
     parser = argparse.ArgumentParser(
         prog="graph-override",
@@ -89,7 +99,11 @@ def _parser(modules):
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, module in modules.items():
+    for name in COMMANDS:
+        module = modules.get(name)
+        if module is None:  # not the command being run: its name only
+            sub.add_parser(name)
+            continue
         p = sub.add_parser(name, help=module.HELP, description=module.DESCRIPTION,
                            epilog=module.EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -165,8 +179,9 @@ def main(argv=None):
     `--help`, `--version` and bad usage raise SystemExit (argparse), with
     status 0 or 2.
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
     modules = {name: importlib.import_module("graph_override.commands." + name)
-               for name in COMMANDS}
+               for name in _modules_needed(argv)}
     args = _parser(modules).parse_args(argv)
     if args.command not in WITHOUT_TENSORFLOW:
         message = _tensorflow_or_error(args.command)

@@ -30,6 +30,7 @@ _PROBE = textwrap.dedent("""
         except SystemExit as e:
             code = e.code
     print(json.dumps(dict(code=code, tf="tensorflow" in sys.modules,
+                          numpy="numpy" in sys.modules,
                           out=out.getvalue(), err=err.getvalue())))
 """)
 
@@ -120,6 +121,7 @@ def test_migrate_runs_without_tensorflow(folder):
     got = _probe(["migrate", "legacy.py"], folder)
     assert got["code"] == 0, got
     assert got["tf"] is False
+    assert got["numpy"] is False  # only the command that runs is imported
     assert "+    return op_with_gradient(tf.sign, _sign_ste_grad)(x)" in got["out"]
     assert "1 file(s) read, 1 would be migrated, 0 site(s) left for you" in got["err"]
     assert (folder / "legacy.py").read_text() == LEGACY  # a diff, nothing written
