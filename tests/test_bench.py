@@ -23,6 +23,14 @@ def bench(load_script):
 
 
 @pytest.fixture(scope="module")
+def sections(bench):  # pylint: disable=redefined-outer-name
+    """The section modules beside bench.py, which puts their folder on
+    sys.path and imports them."""
+    return {name: sys.modules["bench_" + name] for name in (
+        "training", "construction", "capabilities", "cli", "report", "common")}
+
+
+@pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "report.md"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -44,6 +52,10 @@ def test_quick_run_writes_its_tables_and_plot(quick_run):
     # The baseline's ratio to itself, and a number in every ratio cell.
     assert re.search(r"\| tanh \(baseline\), Session \| [0-9.]+ \| [0-9.]+ \| \*\*1\.00\*\* \|", text)
     assert "Initial loss identical across the ste_sign variants (same forward values in every family): yes." in text
+    assert "## 5. Command-line start" in text
+    assert re.search(r"\| graph-override --help \| [0-9.]+ \| [0-9.]+ \| \*\*[0-9.]+\*\* \| "
+                     r"\*\*[0-9.]+\*\* \| 0 \| <= 0\.5 s: ", text)
+    assert "| graph-override migrate --bad-option (usage error) |" in text
     assert "Machine: %d cores" % os.cpu_count() in text
     assert "TensorFlow %s" % tf.__version__ in text
     png = out.with_suffix(".png")
@@ -66,12 +78,12 @@ def test_toolkit_adds_one_registry_entry_the_others_one_per_site(quick_run):
     assert total("DANN counter idiom: a RegisterGradient name per call") == 100
 
 
-def test_dann_counter_idiom_is_the_same_estimator(bench):
+def test_dann_counter_idiom_is_the_same_estimator(sections):
     """The benchmark compares like with like: the counter idiom computes
     ste_sign's forward and gradient exactly."""
     x = np.array([-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, np.nextafter(1.0, 2.0, dtype=np.float32), 3.0],
                  np.float32)
-    got = testing.evaluate(bench.dann_counter_ste_sign, x, "graph")
+    got = testing.evaluate(sections["construction"].dann_counter_ste_sign, x, "graph")
     want = testing.evaluate(tf2.ste_sign, x, "eager")
     np.testing.assert_array_equal(got.outputs, [-1, -1, -1, 1, 1, 1, 1, 1, 1])
     np.testing.assert_array_equal(got.outputs, want.outputs)
@@ -79,11 +91,12 @@ def test_dann_counter_idiom_is_the_same_estimator(bench):
     np.testing.assert_array_equal(got.gradients[0], want.gradients[0])
 
 
-def test_every_session_variant_trains_the_same_network(bench):
+def test_every_session_variant_trains_the_same_network(sections):
     """Same weights, same data: every ste_sign variant starts at the same loss,
     and that loss differs from tanh's (the activation is really replaced)."""
     sizes, batch = (20, 8, 8, 3), 4
     losses = {}
+    bench = sections["training"]
     for label, act, how in bench.TRAIN_VARIANTS:
         step = (bench._SessionStep(act, sizes, batch) if how == "session"  # pylint: disable=protected-access
                 else bench._EagerStep(act, sizes, batch, how == "function"))  # pylint: disable=protected-access
@@ -97,7 +110,8 @@ def test_every_session_variant_trains_the_same_network(bench):
     assert abs(ste[0] - tanh[0]) > 1e-4
 
 
-def test_rerun_keeps_the_hand_written_analysis(bench, tmp_path):
+def test_rerun_keeps_the_hand_written_analysis(sections, tmp_path):
+    bench = sections["report"]
     out = tmp_path / "b.md"
     out.write_text("# old tables\n\n%s\nWhy stopgrad costs more.\n" % bench.ANALYSIS_MARKER)
     kept = bench.kept_analysis(out)
@@ -105,7 +119,8 @@ def test_rerun_keeps_the_hand_written_analysis(bench, tmp_path):
     assert bench.kept_analysis(tmp_path / "missing.md") == ""
 
 
-def test_tables_of_other_benchmark_modules(bench):
+def test_tables_of_other_benchmark_modules(sections):
+    bench = sections["report"]
     table = bench._generic_table([{"nodes": 10, "seconds": 0.5},  # pylint: disable=protected-access
                                   {"nodes": 100, "seconds": 2.25, "peak": "1|2"}])
     assert table.splitlines()[0] == "| nodes | seconds | peak |"
@@ -113,7 +128,8 @@ def test_tables_of_other_benchmark_modules(bench):
 
 
 
-def test_frozen_table_names_every_figure_and_keeps_errors(bench):
+def test_frozen_table_names_every_figure_and_keeps_errors(sections):
+    bench = sections["report"]
     row = {"nodes": 10000, "bytes": 750000, "protobuf_parse_serialize_s": 0.01,
            "protobuf_with_file_io_s": 0.012, "load_s": 0.01, "patch_s": 0.015,
            "save_s": 0.01, "load_patch_save_s": 0.035, "ratio": 3.5,
@@ -127,10 +143,10 @@ def test_frozen_table_names_every_figure_and_keeps_errors(bench):
     assert "failed: boom" in failed
 
 
-def test_embedded_figures_round_trip(bench, tmp_path):
+def test_embedded_figures_round_trip(bench, sections, tmp_path):
     """--only re-runs one section and takes the others from the report."""
     report = {"training": [{"title": "t", "rows": []}], "construction": [],
-              "frozen": [{"error": "a -- b"}], "migrate": None,
+              "frozen": [{"error": "a -- b"}], "migrate": None, "cli": None,
               "config": {"train_repeats": 1}, "machine": {"nproc": 2},
               "dates": {"training": "2026-01-01 00:00 UTC"}}
     path = tmp_path / "b.md"
@@ -138,3 +154,44 @@ def test_embedded_figures_round_trip(bench, tmp_path):
     assert "a -- b" not in path.read_text()  # '--' would end the HTML comment
     assert bench.embedded_data(path) == report
     assert bench.embedded_data(tmp_path / "missing.md") == {}
+    assert sections["report"].embedded_data is bench.embedded_data
+    assert "cli" in bench.SECTIONS and set(bench.SECTIONS) == set(bench.RUNNERS)
+
+
+def test_cli_benchmark_times_real_work(sections, tmp_path, capsys):
+    """The timed migrate converts and reports sites of a 400-line file, and
+    the baselines come first, in the order the ratios use."""
+    from graph_override import cli  # pylint: disable=import-outside-toplevel
+    bench_cli = sections["cli"]
+    path = bench_cli.legacy_file(tmp_path)
+    assert len(path.read_text().splitlines()) >= 400
+    assert cli.main(["migrate", "-q", str(path)]) in (0, 1)
+    out, err = capsys.readouterr()
+    assert out.count("+") > 20 and "op_with_gradient" in out
+    assert "1 file(s) read, 1 would be migrated" in err
+    labels = [label for label, _ in bench_cli.commands(tmp_path)]
+    assert labels[:2] == ["python -c pass", 'python -c "import tensorflow"']
+    assert set(bench_cli.GOALS) <= set(labels)
+
+
+def test_cli_section_shows_both_ratios_and_the_goals(sections):
+    rows = [dict(command="python -c pass", seconds=0.1, spread=0.01, ratio_python=1.0,
+                 ratio_tensorflow=0.02, exit_status=0, goal=None, repeats=3),
+            dict(command="graph-override --help", seconds=0.3, spread=0.05,
+                 ratio_python=3.0, ratio_tensorflow=0.06, exit_status=0, goal=0.5,
+                 repeats=3),
+            dict(command="graph-override migrate legacy.py (400 lines)", seconds=1.6,
+                 spread=0.2, ratio_python=16.0, ratio_tensorflow=0.3, exit_status=1,
+                 goal=1.5, repeats=3)]
+    text = sections["report"]._cli_section(rows)  # pylint: disable=protected-access
+    lines = text.splitlines()
+    assert "median of 3 repetitions" in text
+    assert lines[2] == ("| command | median s | spread s | ratio to python -c pass | "
+                        "ratio to import tensorflow | exit status | goal |")
+    assert lines[5] == "| graph-override --help | 0.300 | 0.050 | **3.00** | **0.060** | 0 | <= 0.5 s: met |"
+    assert lines[6].endswith("| 1 | <= 1.5 s: **not met** |")
+
+
+def test_benchmark_modules_stay_small():
+    for path in sorted((ROOT / "scripts").glob("bench*.py")):
+        assert len(path.read_text().splitlines()) < 400, path.name
