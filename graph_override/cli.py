@@ -80,10 +80,13 @@ class _VersionAction(argparse.Action):
 def _modules_needed(argv):
     """The command modules to import for `argv`: only the named command's
     when argv names one (the others' imports, numpy for demo, cost time
-    and are not needed), every one for the top-level help and errors."""
+    and are not needed), none for `--version`, every one for the top-level
+    help and errors."""
     first = next((a for a in argv if not a.startswith("-")), None)
     if first in COMMANDS and argv.index(first) == 0:
         return (first,)
+    if argv[:1] == ["--version"]:  # answered before any command is looked at
+        return ()
     return COMMANDS
 
 

@@ -110,6 +110,7 @@ def test_help_version_and_usage_errors_do_not_import_tensorflow(folder, argv, co
 def test_version_names_the_installed_tensorflow_without_importing_it(folder):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     got = _probe(["--version"], folder)
+    assert got["numpy"] is False  # no command module is imported for it
     line = got["out"].strip()
     assert line == "graph-override %s (TensorFlow %s, Python %s)" % (
         graph_override.__version__, tf.__version__,
