@@ -170,7 +170,7 @@ def _tensorflow_or_error(command):
         return ("graph-override %s: error: this command needs TensorFlow, and "
                 "'import tensorflow' failed: %s: %s. Install a supported "
                 "release (python -m pip install 'tensorflow>=2.15'; "
-                "compat/README.md lists them) or repair the installation; "
+                "docs/guide/compat.md lists them) or repair the installation; "
                 "'graph-override migrate' works without TensorFlow."
                 % (command, type(e).__name__, e))
     return None
