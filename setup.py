@@ -52,11 +52,14 @@ setup(
         ],
         # scripts/plot_estimators.py and the figure of scripts/bench.py.
         "scripts": ["matplotlib>=3.5"],
-        # The documentation site: `mkdocs build --strict` (mkdocs.yml).
+        # The documentation site: `mkdocs build --strict` (mkdocs.yml; the
+        # API reference reads the modules with mkdocstrings-python 2's
+        # force_inspection and loads docs/griffe_examples.py).
         "docs": [
             "mkdocs>=1.6",
             "mkdocs-material>=9.5",
-            "mkdocstrings[python]>=0.26",
+            "mkdocstrings[python]>=1.0",
+            "mkdocstrings-python>=2.0",
         ],
     },
     entry_points={"console_scripts": ["graph-override=graph_override.cli:main"]},
