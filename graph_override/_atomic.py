@@ -82,9 +82,11 @@ def _fsync_folder(folder):
 
 
 def _link_exclusive(tmp, path):
-    """Makes `tmp` the new file `path`, failing if `path` exists."""
+    """Makes `tmp` the new file `path` (and removes the name `tmp`), failing
+    if `path` exists."""
     try:
         os.link(tmp, path)
+        os.unlink(tmp)
         return
     except FileExistsError:
         raise
@@ -141,7 +143,6 @@ def atomic_write(path, data, *, verify=None, keep_mode=True, exclusive=False):
         os.chmod(tmp, mode)  # mkstemp creates 0600
         if exclusive:
             _link_exclusive(tmp, path)
-            os.unlink(tmp)
         else:
             os.replace(tmp, path)
         _fsync_folder(folder)
