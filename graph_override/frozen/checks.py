@@ -240,8 +240,9 @@ def _find_cycle(n, src, dst, mask):
     while u not in seen:
         seen[u] = len(seen)
         u = preds[u]
-    walk = sorted(seen, key=seen.get)[seen[u]:]
-    return walk[::-1]  # producer first
+    walk = sorted(seen, key=seen.get)[seen[u]:][::-1]  # producer first
+    first = walk.index(min(walk))  # start at the node that comes first
+    return walk[first:] + walk[:first]
 
 
 def _slow_check(graph_def, source):
