@@ -19,6 +19,7 @@ are not a plain node name (``^ctrl``, ``node:1``) are parsed one by one.
 """
 
 import functools
+import itertools
 import operator
 import re
 
@@ -110,36 +111,39 @@ def _fail(source, graph_def, consumer, ref, why):
 
 
 def check_structure(graph_def, source, names, ops, inputs):
-    """Refuses bad output indexes, self-reads and cycles (see the module).
+    """Refuses duplicate names, dangling inputs, bad output indexes,
+    self-reads and cycles (see the module).
 
     Args:
       graph_def: the GraphDef (for attrs and the function library).
       source: what to call it in messages.
       names, ops, inputs: its node names and op types in node order, and all
-        inputs in node order, every one naming an existing node (checked
-        before).
+        inputs in node order.
 
     Raises:
       GraphDefError: naming `source`, the node and the input.
     """
     n = len(names)
+    index = dict(zip(names, range(n)))
+    if len(index) != n:
+        _slow_check(graph_def, source)  # raises, naming the duplicate
     if not inputs:
         return
-    index = dict(zip(names, range(n)))
-    src = np.array(list(map(index.get, inputs, [-1] * len(inputs))), np.int64)
+    # Plain node names resolve in C; the rest ("^ctrl", "node:1") are -1 here.
+    src = np.fromiter(map(index.get, inputs, itertools.repeat(-1)), np.int64, len(inputs))
     port = np.zeros(len(inputs), np.int64)
-    dst = np.repeat(np.arange(n, dtype=np.int64), _input_counts(graph_def))
-    if len(dst) != len(src):
-        raise GraphDefError("%s: the node inputs changed while being checked" % source)
     for j in np.flatnonzero(src < 0).tolist():
         try:
             src[j], port[j] = _parse_special(inputs[j], index)
         except ValueError:
             src[j] = -1
         if src[j] < 0:
-            _fail(source, graph_def, dst[j], inputs[j],
-                  "no node or output of that name exists (a dangling input). The "
-                  "file may be truncated or edited; re-export the graph.")
+            _slow_check(graph_def, source)  # raises, naming node and input
+            raise GraphDefError("%s: the input %r is malformed; expected NODE, "
+                                "NODE:INDEX or ^NODE" % (source, inputs[j]))
+    dst = np.repeat(np.arange(n, dtype=np.int64), _input_counts(graph_def))
+    if len(dst) != len(src):
+        raise GraphDefError("%s: the node inputs changed while being checked" % source)
     control = port < 0
     # A node reading itself.
     self_read = np.flatnonzero(src == dst)
@@ -154,38 +158,31 @@ def check_structure(graph_def, source, names, ops, inputs):
 
 
 def _check_output_indexes(graph_def, source, ops, inputs, src, dst, port, control):
-    kinds = sorted(set(ops))
-    code = dict(zip(kinds, range(len(kinds))))
-    op_code = np.fromiter(map(code.__getitem__, ops), np.int64, len(ops))
-    # Per op type: a fixed output count, or -2 when it depends on the node.
-    limit = np.array([_registry_outputs(k)[0] if _registry_outputs(k)[0] is not None
-                      else -2 for k in kinds], np.int64)
     signatures = {f.signature.name: f.signature for f in graph_def.library.function}
-    for i, kind in enumerate(kinds):
-        if kind in signatures:
-            limit[i] = -2
-    data = ~control
-    producer_limit = limit[op_code[src]]
-    bad = np.flatnonzero(data & (producer_limit >= 0) & (port >= producer_limit))
-    varying = np.flatnonzero(data & (producer_limit == -2))
-    cache = {}
-    for j in varying.tolist():
+    # Per op type: its fixed output count, _UNKNOWN, or None when it depends
+    # on the node's attrs (N, num_split, a list of types) or signature.
+    fixed = {k: None if k in signatures else _registry_outputs(k)[0] for k in set(ops)}
+    # Only an input with an explicit index can be out of range, unless its
+    # producer may have no outputs at all.
+    risky = {k for k, count in fixed.items() if count is None or count == 0}
+    wanted = port >= 1
+    if risky:
+        wanted |= ~control & np.fromiter(map(risky.__contains__, ops), bool, len(ops))[src]
+    counts = {}
+    for j in np.flatnonzero(wanted).tolist():
         s = int(src[j])
-        if s not in cache:
-            cache[s] = _output_count(graph_def.node[s], signatures)
-        if cache[s] != _UNKNOWN and port[j] >= cache[s]:
-            bad = np.append(bad, j)
-            break
-    if len(bad):
-        j = int(np.min(bad))
-        s = int(src[j])
-        count = int(producer_limit[j]) if producer_limit[j] >= 0 else cache[s]
-        _fail(source, graph_def, dst[j], inputs[j],
-              "node %r (op %s) has %s, so output %d does not exist. The file "
-              "may be damaged or edited; re-export the graph." % (
-                  graph_def.node[s].name, ops[s],
-                  "no outputs" if count == 0 else "only output 0" if count == 1
-                  else "outputs 0..%d only" % (count - 1), port[j]))
+        count = fixed[ops[s]]
+        if count is None:
+            if s not in counts:
+                counts[s] = _output_count(graph_def.node[s], signatures)
+            count = counts[s]
+        if count != _UNKNOWN and port[j] >= count:
+            _fail(source, graph_def, dst[j], inputs[j],
+                  "node %r (op %s) has %s, so output %d does not exist. The file "
+                  "may be damaged or edited; re-export the graph." % (
+                      graph_def.node[s].name, ops[s],
+                      "no outputs" if count == 0 else "only output 0" if count == 1
+                      else "outputs 0..%d only" % (count - 1), port[j]))
 
 
 def _check_cycles(graph_def, source, names, ops, src, dst, control):
@@ -308,27 +305,13 @@ def validate(graph_def, source="<GraphDef>", *, data=None):
     if data is None:
         data = graph_def.SerializeToString()
     index = fast_index(data, len(graph_def.node))
-    if index is None or not _names_ok(*index):
+    if index is None:
         _slow_check(graph_def, source)  # names the culprit, if there is one
-        if index is None:
-            nodes = graph_def.node
-            index = ([n.name for n in nodes], [n.op for n in nodes],
-                     [i for n in nodes for i in n.input])
+        nodes = graph_def.node
+        index = ([n.name for n in nodes], [n.op for n in nodes],
+                 [i for n in nodes for i in n.input])
+    names, ops, _ = index
+    if ((names and _NAMES_RE.fullmatch("\n".join(names) + "\n") is None)
+            or (ops and _OPS_RE.fullmatch("\n".join(ops) + "\n") is None)):
+        _slow_check(graph_def, source)  # raises, naming the node
     check_structure(graph_def, source, *index)
-
-
-def _names_ok(names, ops, inputs):
-    """True if names and op types are well formed, names unique and every
-    input names a node (all on joined strings and sets, in C)."""
-    if names and _NAMES_RE.fullmatch("\n".join(names) + "\n") is None:
-        return False
-    if ops and _OPS_RE.fullmatch("\n".join(ops) + "\n") is None:
-        return False
-    name_set = set(names)
-    if len(name_set) != len(names):
-        return False
-    # Most inputs are plain node names; only the rest ("^ctrl", "node:1")
-    # need their node name taken out.
-    other = set(inputs)
-    other.difference_update(name_set)
-    return all(_INPUT_NODE_RE.sub("", ref) in name_set for ref in other)
