@@ -352,12 +352,16 @@ def check_output_path(path, *, source=None, overwrite=False):
 
 
 def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
-    """Writes `graph_def` to `path` atomically.
+    """Writes `graph_def` to `path` atomically, with reproducible bytes.
 
-    The bytes go to a temporary file in the target folder (flushed with
-    fsync), are read back, compared byte for byte and re-parsed (wire format,
-    node names, op types), and only then renamed onto `path`; on any failure the temporary
-    file is removed, so `path` is either untouched or complete.
+    The graph is serialized deterministically (attr maps in key order), so
+    the same graph gives the same file in every process. The bytes go to a
+    temporary file in the target folder (flushed with fsync), are read back,
+    compared byte for byte, re-parsed and checked with `validate` (nothing
+    TensorFlow would refuse is written), and only then become `path`: by a
+    hard link that fails if `path` exists, even if it appeared meanwhile, or
+    with `overwrite` by an atomic rename. On any failure the temporary file
+    is removed, so `path` is either untouched or complete.
 
     Example:
       >>> import os, tempfile
@@ -382,9 +386,10 @@ def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
         refused unless `overwrite` is given.
 
     Raises:
-      GraphDefError: `path` exists (without `overwrite`), is a directory or
-        the input, its folder is missing, or the graph reaches protobuf's
-        2 GB limit (checked before anything is written).
+      GraphDefError: `path` exists or appears while writing (without
+        `overwrite`), is a directory or the input, its folder is missing, the
+        graph fails `validate`, or it reaches protobuf's 2 GB limit (checked
+        before anything is written).
     """
     if not isinstance(graph_def, graph_pb2.GraphDef):
         raise GraphDefError("save(%s): expected a tf.compat.v1.GraphDef, got %s"
