@@ -15,6 +15,12 @@ it to a temporary folder, then times
 
 and reports the best time of each, their ratio, and peak memory (resident
 set size of the process, and Python-level allocations via tracemalloc).
+Since save() writes deterministic bytes (attr maps in key order, the same
+file in every process), the ratio is also given against protobuf's
+parse + SerializeToString(deterministic=True). Peak memory of each side is
+measured apart, in a fresh process per side that reads the file and does
+the work once: the growth of its peak resident size over the size after
+importing TensorFlow.
 `run(nodes, repeats)` returns the same figures as a dict (used by
 scripts/bench.py).
 """
@@ -23,6 +29,7 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -97,6 +104,9 @@ def run(nodes=200_000, repeats=3):
         def protobuf_only():
             graph_pb2.GraphDef.FromString(data).SerializeToString()
 
+        def protobuf_deterministic():
+            graph_pb2.GraphDef.FromString(data).SerializeToString(deterministic=True)
+
         def protobuf_with_file_io():
             with open(src, "rb") as f:
                 out = graph_pb2.GraphDef.FromString(f.read()).SerializeToString()
@@ -122,6 +132,7 @@ def run(nodes=200_000, repeats=3):
         frozen.patch(frozen.load(src), ["Sign=ste_sign"])  # warm up (imports, registry)
         base = _best(protobuf_only, repeats)
         base_io = _best(protobuf_with_file_io, repeats)
+        base_det = _best(protobuf_deterministic, repeats)
         total = _best(ours, repeats)
         # tracemalloc slows every Python allocation down, so it gets a run of
         # its own, outside the timings.
@@ -131,6 +142,8 @@ def run(nodes=200_000, repeats=3):
         tracemalloc.stop()
         for key in parts:
             parts[key].pop()
+        memory = {side: _child_peak_mb(side, src, os.path.join(folder, "child.pb"))
+                  for side in ("protobuf", "graph_override")}
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     return {
         "nodes": node_count,
@@ -143,12 +156,53 @@ def run(nodes=200_000, repeats=3):
         "load_patch_save_s": round(total, 4),
         "ratio": round(total / base, 2),
         "ratio_with_file_io": round(total / base_io, 2),
+        "protobuf_deterministic_s": round(base_det, 4),
+        "ratio_deterministic": round(total / base_det, 2),
+        "protobuf_peak_growth_mb": memory["protobuf"],
+        "graph_override_peak_growth_mb": memory["graph_override"],
+        "memory_ratio": (round(memory["graph_override"] / memory["protobuf"], 2)
+                         if memory["protobuf"] and memory["graph_override"] else None),
         "patch_ratio": round(min(parts["patch"]) / base, 2),
         "nodes_changed": changed[-1],
         "peak_rss_mb": round(rss / 1024.0, 1),
         "rss_after_imports_mb": round(rss_before / 1024.0, 1),
         "python_peak_mb": round(python_peak / 2 ** 20, 1),
     }
+
+
+_CHILD = r"""
+import os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from tensorflow.core.framework import graph_pb2
+from graph_override import frozen
+
+def hwm_kb():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:"))
+
+side, src, dst = sys.argv[1:4]
+before = hwm_kb()
+if side == "protobuf":
+    with open(src, "rb") as f:
+        out = graph_pb2.GraphDef.FromString(f.read()).SerializeToString()
+    with open(dst, "wb") as f:
+        f.write(out)
+else:
+    fixed, _ = frozen.patch(frozen.load(src), ["Sign=ste_sign"])
+    frozen.save(fixed, dst, overwrite=True)
+print((hwm_kb() - before) / 1024.0)
+"""
+
+
+def _child_peak_mb(side, src, dst):
+    """Growth of the peak resident size of a fresh process doing one
+    protobuf parse+serialize or one load+patch+save (None off Linux)."""
+    if not os.path.exists("/proc/self/status"):
+        return None
+    proc = subprocess.run([sys.executable, "-c", _CHILD, side, src, dst],
+                          capture_output=True, text=True, check=True,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    return round(float(proc.stdout.strip().splitlines()[-1]), 1)
 
 
 def main(argv=None):
@@ -169,6 +223,11 @@ def main(argv=None):
           "(load %(load_s).3f, patch %(patch_s).3f, save %(save_s).3f)" % result)
     print("ratio: %(ratio).2fx protobuf alone, %(ratio_with_file_io).2fx protobuf with "
           "file I/O; patch() alone %(patch_ratio).2fx" % result)
+    print("deterministic: protobuf parse + SerializeToString(deterministic=True) "
+          "%(protobuf_deterministic_s).3f s; ratio %(ratio_deterministic).2fx" % result)
+    print("peak memory growth, own process each: protobuf %(protobuf_peak_growth_mb)s MB, "
+          "graph_override %(graph_override_peak_growth_mb)s MB (ratio %(memory_ratio)s)"
+          % result)
     print("peak memory: %(peak_rss_mb).0f MB resident (process; %(rss_after_imports_mb).0f MB "
           "after importing TensorFlow), %(python_peak_mb).1f MB Python allocations" % result)
     return 0

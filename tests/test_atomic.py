@@ -1,9 +1,16 @@
 """atomic_write: the target is wholly replaced or untouched, never partial."""
 
+import errno
 import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
+from graph_override import _atomic
 from graph_override._atomic import atomic_write
 
 
@@ -63,3 +70,110 @@ def test_a_new_file_gets_the_umask_mode_not_mkstemps_0600(tmp_path):
     finally:
         os.umask(old)
     assert os.stat(tmp_path / "new.bin").st_mode & 0o777 == 0o644
+
+
+def test_exclusive_refuses_an_existing_target_and_leaves_it(tmp_path):
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"someone else's")
+    with pytest.raises(FileExistsError):
+        atomic_write(str(target), b"mine", exclusive=True)
+    assert target.read_bytes() == b"someone else's"
+    assert _leftovers(tmp_path) == []
+    atomic_write(str(tmp_path / "new.bin"), b"mine", exclusive=True)
+    assert (tmp_path / "new.bin").read_bytes() == b"mine"
+    assert sorted(os.listdir(tmp_path)) == ["new.bin", "out.bin"]
+
+
+def _race(tmp_path, exclusive, writers=2):
+    """`writers` threads write one new file at once: all of them pass every
+    earlier step, then meet at a barrier just before the final one."""
+    target = str(tmp_path / "out.bin")
+    barrier = threading.Barrier(writers, timeout=30)
+    outcome = {}
+
+    def write(k):
+        try:
+            atomic_write(target, b"writer %d" % k, exclusive=exclusive,
+                         verify=lambda data: barrier.wait())
+            outcome[k] = "wrote"
+        except FileExistsError:
+            outcome[k] = "refused"
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return target, outcome
+
+
+def test_racing_exclusive_writers_exactly_one_wins(tmp_path):
+    target, outcome = _race(tmp_path, exclusive=True, writers=3)
+    winners = [k for k, v in outcome.items() if v == "wrote"]
+    assert len(outcome) == 3 and len(winners) == 1, outcome
+    with open(target, "rb") as f:
+        assert f.read() == b"writer %d" % winners[0]
+    assert _leftovers(tmp_path) == []
+
+
+def test_racing_replacing_writers_all_succeed_with_one_whole_file(tmp_path):
+    target, outcome = _race(tmp_path, exclusive=False)
+    assert sorted(outcome.values()) == ["wrote", "wrote"]
+    with open(target, "rb") as f:
+        assert f.read() in (b"writer 0", b"writer 1")
+    assert _leftovers(tmp_path) == []
+
+
+def test_exclusive_without_hard_links_still_refuses(tmp_path, monkeypatch):
+    def no_links(src, dst):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    atomic_write(str(tmp_path / "out.bin"), b"first", exclusive=True)
+    with pytest.raises(FileExistsError):
+        atomic_write(str(tmp_path / "out.bin"), b"second", exclusive=True)
+    assert (tmp_path / "out.bin").read_bytes() == b"first"
+    assert _leftovers(tmp_path) == []
+
+
+_KILLED_WRITER = r"""
+import importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("_atomic", sys.argv[1])
+atomic = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(atomic)
+
+def stall(data):
+    with open(sys.argv[3], "w") as f:
+        f.write("ready")
+    time.sleep(600)
+
+atomic.atomic_write(sys.argv[2], b"x" * 1000000, verify=stall, exclusive=True)
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_no_target_and_no_lasting_temporary(tmp_path):
+    target, ready = tmp_path / "out.bin", tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER,
+                             _atomic.__file__, str(target), str(ready)])
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the writer did not reach its final step"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not target.exists()
+    assert len(_leftovers(tmp_path)) == 1  # what SIGKILL leaves: a hidden temporary
+    atomic_write(str(target), b"next run", exclusive=True)
+    assert target.read_bytes() == b"next run"
+    assert _leftovers(tmp_path) == []  # the dead writer's temporary is gone
+
+
+def test_temporaries_of_running_writers_are_kept(tmp_path):
+    mine = tmp_path / (".out.bin.%d.abc.tmp" % os.getppid())  # a live process
+    mine.write_bytes(b"in progress")
+    other = tmp_path / ".other.bin.1.abc.tmp"  # another target's
+    other.write_bytes(b"not ours")
+    atomic_write(str(tmp_path / "out.bin"), b"data")
+    assert mine.exists() and other.exists()

@@ -2,13 +2,16 @@
 that names the file, and nothing is ever half written."""
 
 import os
+import subprocess
+import sys
+import threading
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tensorflow.core.framework import graph_pb2
+from tensorflow.core.framework import function_pb2, graph_pb2
 
 from graph_override import frozen
 from graph_override.frozen import io as _graphdef_io
@@ -54,7 +57,7 @@ def test_binary_and_text_round_trip(tmp_path):
         frozen.save(GRAPH, path)
         assert frozen.load(path) == GRAPH
     assert (tmp_path / "model.pbtxt").read_text().startswith("node {")
-    assert (tmp_path / "model.pb").read_bytes() == DATA
+    assert (tmp_path / "model.pb").read_bytes() == GRAPH.SerializeToString(deterministic=True)
     # A text GraphDef under a .pb name is still read.
     os.replace(tmp_path / "model.pbtxt", tmp_path / "text.pb")
     assert frozen.load(tmp_path / "text.pb") == GRAPH
@@ -119,7 +122,7 @@ def test_save_refuses_to_overwrite_unless_told(tmp_path):
         frozen.save(other, path)
     with pytest.raises(GraphDefError, match="is the input file"):
         frozen.save(other, path, source=path)
-    assert path.read_bytes() == DATA
+    assert frozen.load(path) == GRAPH
     frozen.save(other, path, overwrite=True)
     assert frozen.load(path) == other
     assert _files(tmp_path) == ["model.pb"]
@@ -238,3 +241,348 @@ def test_mutated_text_graphdefs_give_a_graphdef_or_our_error(edits):
         assert "fuzz.pbtxt" in str(e)
     else:
         frozen.inspect(graph_def)
+
+
+# ---- What TensorFlow's importer refuses is refused at load -----------------
+
+def _graph(*nodes, library=None):
+    """A GraphDef from (name, op, inputs[, attrs]) tuples; T is float."""
+    g = graph_pb2.GraphDef()
+    for spec in nodes:
+        name, op, inputs = spec[:3]
+        node = g.node.add(name=name, op=op, input=inputs)
+        node.attr["T"].type = tf.float32.as_datatype_enum
+        for key, value in (spec[3] if len(spec) > 3 else {}).items():
+            node.attr[key].CopyFrom(value)
+    if library is not None:
+        g.library.CopyFrom(library)
+    return g
+
+
+def _int_attr(i):
+    return tf.compat.v1.AttrValue(i=i)
+
+
+_X = ("x", "Placeholder", [])
+_SPLIT = ("s", "Split", ["dim", "x"], {"num_split": _int_attr(3)})
+_DIM = ("dim", "Const", [])
+
+INVALID_GRAPHS = {
+    "cycle": (_graph(_X, ("a", "Sign", ["b"]), ("b", "Neg", ["a"]), ("y", "Sign", ["b"])),
+              r"nodes 'a' -> 'b' -> 'a' form a cycle"),
+    "long_cycle": (_graph(_X, ("a", "AddV2", ["x", "c"]), ("b", "Sign", ["a"]),
+                          ("c", "Neg", ["b"])), r"'a' -> 'b' -> 'c' -> 'a' form a cycle"),
+    "reads_itself": (_graph(_X, ("a", "AddV2", ["x", "a"])),
+                     r"node 'a' \(op AddV2\) has input 'a': the node reads its own output"),
+    "waits_for_itself": (_graph(_X, ("a", "Sign", ["x", "^a"])),
+                         r"input '\^a': the node reads its own control output"),
+    "output_99": (_graph(_X, ("a", "Sign", ["x:99"])),
+                  r"input 'x:99': node 'x' \(op Placeholder\) has only output 0, so "
+                  r"output 99 does not exist"),
+    "split_output_3": (_graph(_X, _DIM, _SPLIT, ("a", "Sign", ["s:3"])),
+                       r"node 's' \(op Split\) has outputs 0..2 only, so output 3"),
+    "unpack_default_count": (_graph(_X, ("u", "Unpack", ["x"], {"num": _int_attr(2)}),
+                                    ("a", "Sign", ["u:2"])),
+                             r"node 'u' \(op Unpack\) has outputs 0..1 only"),
+    "noop_output": (_graph(_X, ("n", "NoOp", []), ("a", "Sign", ["n"])),
+                    r"node 'n' \(op NoOp\) has no outputs, so output 0"),
+    "dangling_control": (_graph(_X, ("a", "Sign", ["x", "^missing"])),
+                         r"input '\^missing', but no node is named 'missing'"),
+    "bad_port": (_graph(_X, ("a", "Sign", ["x:one"])), r"input 'x:one'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INVALID_GRAPHS))
+def test_graphs_tensorflow_refuses_are_refused_naming_file_and_node(tmp_path, name):
+    graph_def, match = INVALID_GRAPHS[name]
+    with pytest.raises(GraphDefError, match=match):
+        frozen.validate(graph_def)
+    path = _write(tmp_path / (name + ".pb"), graph_def.SerializeToString())
+    with pytest.raises(GraphDefError, match=match) as info:
+        frozen.load(path)
+    assert str(info.value).startswith(path + ": ")
+    # TensorFlow agrees: importing it fails too.
+    with tf.Graph().as_default():
+        with pytest.raises((ValueError, tf.errors.InvalidArgumentError)):
+            tf.compat.v1.import_graph_def(graph_def, name="")
+
+
+@pytest.mark.parametrize("name", ["cycle", "output_99", "dangling_control"])
+def test_patch_command_refuses_them_with_exit_2_and_writes_nothing(tmp_path, capsys, name):
+    from graph_override import cli  # pylint: disable=import-outside-toplevel
+    path = _write(tmp_path / "model.pb", INVALID_GRAPHS[name][0].SerializeToString())
+    code = cli.main(["patch", path, "-o", str(tmp_path / "out.pb"), "--map", "Sign=ste_sign"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "model.pb: node" in err and "wrote" not in err
+    assert _files(tmp_path) == ["model.pb"]
+
+
+def _while_loop_graph():
+    """A TF1 while loop (control flow v1): its NextIteration -> Merge edges
+    are the one legal kind of cycle."""
+    enabled = tf.compat.v1.control_flow_v2_enabled()
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as g:
+            x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+            _, y = tf.compat.v1.while_loop(lambda i, v: i < 3,
+                                           lambda i, v: (i + 1, tf.sign(v) * 0.5),
+                                           [tf.constant(0), x])
+            tf.identity(y, name="y")
+    finally:
+        if enabled:
+            tf.compat.v1.enable_control_flow_v2()
+    return g.as_graph_def()
+
+
+def test_a_tf1_while_loop_is_not_a_cycle(tmp_path):
+    graph_def = _while_loop_graph()
+    ops = {n.op for n in graph_def.node}
+    assert {"NextIteration", "Merge", "Enter", "Exit"} <= ops
+    path = tmp_path / "loop.pb"
+    frozen.save(graph_def, path)
+    loaded = frozen.load(path)
+    fixed, report = frozen.patch(loaded, ["Sign=ste_sign"])
+    assert len(report.changes) == 1
+    frozen.save(fixed, tmp_path / "fixed.pb")
+    # Cutting the loop's back edge out of Merge and into a plain op is a cycle.
+    broken = graph_pb2.GraphDef.FromString(fixed.SerializeToString())
+    merge = next(n for n in broken.node if n.op == "Merge" and any(
+        i.endswith("NextIteration") for i in n.input))
+    merge.op = "Identity"
+    merge.input[:] = [i for i in merge.input if i.endswith("NextIteration")]
+    del merge.attr["N"]
+    with pytest.raises(GraphDefError, match="form a cycle"):
+        frozen.validate(broken)
+
+
+def test_output_counts_that_cannot_be_computed_are_not_refused():
+    unknown_op = _graph(_X, ("c", "SomeCustomOpNotRegisteredHere", ["x"]),
+                        ("a", "Sign", ["c:5"]))
+    frozen.validate(unknown_op)
+    no_attr = _graph(_X, _DIM, ("s", "Split", ["dim", "x"]), ("a", "Sign", ["s:7"]))
+    frozen.validate(no_attr)  # num_split missing: the count is unknown
+    identity_n = _graph(_X, ("i", "IdentityN", ["x", "x"]), ("a", "Sign", ["i:1"]))
+    del identity_n.node[1].attr["T"]
+    frozen.validate(identity_n)
+
+
+def test_output_counts_of_list_attrs_and_library_functions():
+    types = tf.compat.v1.AttrValue()
+    types.list.type.extend([tf.float32.as_datatype_enum] * 2)
+    identity_n = _graph(_X, ("i", "IdentityN", ["x", "x"], {"T": types}),
+                        ("a", "Sign", ["i:1"]), ("b", "Sign", ["i:2"]))
+    with pytest.raises(GraphDefError, match=r"'i' \(op IdentityN\) has outputs 0..1 only"):
+        frozen.validate(identity_n)
+
+    library = function_pb2.FunctionDefLibrary()
+    signature = library.function.add().signature
+    signature.name = fname = "two_outputs"
+    signature.input_arg.add(name="a", type=tf.float32.as_datatype_enum)
+    for out in ("sum", "product"):
+        signature.output_arg.add(name=out, type=tf.float32.as_datatype_enum)
+    calls = _graph(_X, ("f", fname, ["x"]), ("a", "Sign", ["f:1"]),
+                   library=library)
+    frozen.validate(calls)
+    calls.node[-1].input[0] = "f:2"
+    with pytest.raises(GraphDefError, match=r"node 'f' \(op %s\) has outputs 0..1 only"
+                       % fname):
+        frozen.validate(calls)
+
+
+def _with_unknown_field_in_node(graph_def, index):
+    """The GraphDef's bytes with field 99 (unknown to NodeDef) in node `index`."""
+    out = b""
+    for i, node in enumerate(graph_def.node):
+        body = node.SerializeToString() + (b"\x98\x06\x01" if i == index else b"")
+        out += b"\x0a" + _varint(len(body)) + body
+    return out
+
+
+def _varint(n):
+    out = b""
+    while n >= 0x80:
+        out += bytes([n & 0x7F | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def test_unknown_fields_inside_a_node_are_refused(tmp_path):
+    path = _write(tmp_path / "model.pb", _with_unknown_field_in_node(GRAPH, 2))
+    with pytest.raises(GraphDefError, match=r"model.pb: node '%s' \(op %s\) holds fields "
+                       r"that a NodeDef" % (GRAPH.node[2].name, GRAPH.node[2].op)):
+        frozen.load(path)
+    attr = GRAPH.node[1].attr["value"].SerializeToString() + b"\x98\x06\x01"
+    bad = graph_pb2.GraphDef.FromString(DATA)
+    bad.node[1].attr["value"].ParseFromString(attr)  # unknown field in an AttrValue
+    path = _write(tmp_path / "attr.pb", bad.SerializeToString())
+    with pytest.raises(GraphDefError, match="node 'w' .*holds fields"):
+        frozen.load(path)
+
+
+# ---- Reading: regular files only, bounded, format by content ---------------
+
+def test_a_binary_graphdef_named_pbtxt_loads(tmp_path):
+    path = _write(tmp_path / "model.pbtxt", DATA)
+    assert frozen.load(path) == GRAPH
+    path = _write(tmp_path / "broken.pbtxt", DATA[:len(DATA) // 2])
+    with pytest.raises(GraphDefError, match="content looks binary although the name "
+                       "says text; both formats were tried"):
+        frozen.load(path)
+
+
+def test_metagraph_files_get_a_freezing_hint(tmp_path):
+    with tf.Graph().as_default() as g:
+        v = tf.compat.v1.Variable(1.0, name="v")
+        tf.sign(v, name="y")
+        tf.compat.v1.train.Saver()
+        for name, as_text in (("model.meta", False), ("model_meta.pbtxt", True)):
+            tf.compat.v1.train.export_meta_graph(str(tmp_path / name), graph=g,
+                                                 as_text=as_text)
+    for name in ("model.meta", "model_meta.pbtxt"):
+        path = str(tmp_path / name)
+        with pytest.raises(GraphDefError, match="this is a MetaGraphDef") as info:
+            frozen.load(path)
+        assert str(info.value).startswith(path + ": ")
+        assert "convert_variables_to_constants" in str(info.value)
+
+
+def test_reading_stops_after_max_bytes(tmp_path, monkeypatch):
+    monkeypatch.setattr(_graphdef_io, "MAX_BYTES", 100)
+    path = _write(tmp_path / "big.pb", DATA)
+    with pytest.raises(GraphDefError, match="big.pb: is over 100 bytes"):
+        frozen.load(path)
+    reads = []
+    real_read = _graphdef_io.os.fdopen
+
+    def counting_fdopen(*args, **kwargs):
+        f = real_read(*args, **kwargs)
+
+        class Counting:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                f.close()
+
+            def read(self, n=-1):
+                reads.append(n)
+                return f.read(n)
+        return Counting()
+
+    monkeypatch.setattr(_graphdef_io.os, "fdopen", counting_fdopen)
+    with pytest.raises(GraphDefError, match="is over 100 bytes"):
+        frozen.load(path)
+    assert 0 < sum(reads) <= 101
+
+
+_READ_SPECIAL = r"""
+import os, sys
+from graph_override import frozen
+from graph_override.errors import GraphDefError
+for path in sys.argv[1:]:
+    try:
+        frozen.load(path)
+    except GraphDefError as e:
+        print(e)
+"""
+
+
+def test_devices_and_pipes_are_refused_without_reading(tmp_path):
+    fifo = str(tmp_path / "pipe.pb")
+    os.mkfifo(fifo)  # no writer: opening it for reading would block
+    out = subprocess.run([sys.executable, "-c", _READ_SPECIAL, "/dev/zero", fifo],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.splitlines() == [
+        "/dev/zero: is a device, not a regular file; expected a GraphDef file "
+        "(.pb or .pbtxt). Nothing was read.",
+        "%s: is a named pipe (FIFO), not a regular file; expected a GraphDef file "
+        "(.pb or .pbtxt). Nothing was read." % fifo]
+
+
+def test_messages_name_the_path_as_given_never_a_temporary_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _write("given.pbtxt", b"node { name: 'x' op: 'Placeholder' } garbage")
+    with pytest.raises(GraphDefError) as info:
+        frozen.load("given.pbtxt")
+    assert str(info.value).startswith("given.pbtxt: ")
+    bad = graph_pb2.GraphDef.FromString(INVALID_GRAPHS["cycle"][0].SerializeToString())
+    with pytest.raises(GraphDefError) as info:
+        frozen.save(bad, "out.pb")
+    assert str(info.value).startswith("out.pb (nothing was written): nodes ")
+    assert ".tmp" not in str(info.value)
+    assert _files(tmp_path) == ["given.pbtxt"]
+
+
+# ---- Writing: exclusive, atomic, reproducible ------------------------------
+
+def test_two_saves_racing_for_one_new_file_one_wins(tmp_path, monkeypatch):
+    """Both pass check_output_path; the target appears before either's final
+    step. Only one may report success; the other's result is not lost
+    silently but refused."""
+    target = str(tmp_path / "fixed.pb")
+    barrier = threading.Barrier(2, timeout=60)
+    real_validate = _graphdef_io.validate
+
+    def validate_then_meet(*args, **kwargs):
+        real_validate(*args, **kwargs)
+        barrier.wait()
+
+    monkeypatch.setattr(_graphdef_io, "validate", validate_then_meet)
+    graphs = [GRAPH, _graph(_X, ("other", "Sign", ["x"]))]
+    outcome = {}
+
+    def save(k):
+        try:
+            frozen.save(graphs[k], target)
+            outcome[k] = "wrote"
+        except GraphDefError as e:
+            outcome[k] = str(e)
+
+    threads = [threading.Thread(target=save, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    winners = [k for k, v in outcome.items() if v == "wrote"]
+    assert len(winners) == 1, outcome
+    loser = outcome[1 - winners[0]]
+    assert loser.startswith(target + ": appeared while the graph was being written")
+    monkeypatch.undo()
+    assert frozen.load(target) == graphs[winners[0]]
+    assert _files(tmp_path) == ["fixed.pb"]
+    frozen.save(graphs[1 - winners[0]], target, overwrite=True)  # --force replaces
+    assert frozen.load(target) == graphs[1 - winners[0]]
+
+
+_PATCH_ONCE = r"""
+import sys
+from graph_override import cli
+sys.exit(cli.main(["patch", sys.argv[1], "-o", sys.argv[2], "--map", "Sign=ste_sign",
+                   "--map", "Identity=flip_gradient:scale=0.5"]))
+"""
+
+
+@pytest.mark.slow
+def test_patch_output_is_the_same_bytes_in_every_process(tmp_path):
+    """Attr maps are hash tables whose order can differ per process; five
+    fresh processes must still write identical files."""
+    g = graph_pb2.GraphDef()
+    g.CopyFrom(GRAPH)
+    for i in range(20):
+        node = g.node.add(name="id_%d" % i, op="Identity", input=["y"])
+        for key in ("T", "_class", "_output_shapes", "zeta", "alpha"):
+            node.attr[key].type = tf.float32.as_datatype_enum
+    model = _write(tmp_path / "model.pb", g.SerializeToString())
+    procs = [subprocess.Popen([sys.executable, "-c", _PATCH_ONCE, model,
+                               str(tmp_path / ("out%d.pb" % k))],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for k in range(5)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()
+    outputs = {(tmp_path / ("out%d.pb" % k)).read_bytes() for k in range(5)}
+    assert len(outputs) == 1
+    assert outputs.pop() == frozen.load(tmp_path / "out0.pb").SerializeToString(
+        deterministic=True)

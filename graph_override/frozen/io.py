@@ -1,29 +1,32 @@
-"""Reading, checking and writing GraphDef files (see `graph_override.frozen`).
+"""Reading and writing GraphDef files (see `graph_override.frozen`).
 
 Protobuf parses almost any bytes as *some* message: random bytes, a
-SavedModel's saved_model.pb or a truncated file often come back as a GraphDef
-with a few strange nodes, or none. `parse_graph_def` therefore checks what it
-parsed (node names and op types well formed, no duplicate names, every input
-naming a node) and turns every failure into a `GraphDefError` that names the
-file.
+SavedModel's saved_model.pb, a MetaGraphDef or a truncated file often come
+back as a GraphDef with a few strange nodes, or none. `load` therefore reads
+only regular files of at most `MAX_BYTES`, tells binary from text by the
+content, refuses fields that a GraphDef does not have, and checks what it
+parsed with `graph_override.frozen.checks.validate` (what TensorFlow's
+importer would refuse); every failure is a `GraphDefError` naming the file
+the caller gave.
 
-The checks run on a C-level view of the serialized bytes instead of a Python
-loop over the nodes: the bytes are parsed once more as a message whose node
-field is singular, so protobuf merges all NodeDefs into one message with
-*repeated* name, op and input fields, in node order. A 200,000-node graph is
-checked in about the time it takes to parse it.
+`save` writes deterministically serialized bytes (the same graph gives the
+same file in every process) through `graph_override._atomic.atomic_write`:
+exclusive creation unless told to overwrite, a re-check of the bytes read
+back, and never a partial file.
 """
 
 import os
 import re
+import stat
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
-from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
 from graph_override._atomic import atomic_write
 from graph_override.errors import GraphDefError
+from graph_override.frozen.checks import validate
+from graph_override.frozen.wire import append_to_nodes, fast_index
 
 __all__ = ["MAX_BYTES", "append_to_nodes", "check_output_path", "fast_index", "load",
            "parse_graph_def", "save", "validate"]
@@ -31,153 +34,7 @@ __all__ = ["MAX_BYTES", "append_to_nodes", "check_output_path", "fast_index", "l
 # Protobuf cannot serialize or parse a message of 2 GiB or more.
 MAX_BYTES = 2 ** 31 - 1
 
-# TensorFlow's own rules (tensorflow/core/graph/graph_constructor.cc).
-_NODE_NAME = r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*"
-_OP_NAME = r"[A-Za-z0-9_.>\-]+"
-_NAMES_RE = re.compile(r"(?:%s\n)*" % _NODE_NAME)
-_OPS_RE = re.compile(r"(?:%s\n)*" % _OP_NAME)
-_INPUT_NODE_RE = re.compile(r"^\^|:\d+$", re.M)
 _TEXT_SUFFIXES = (".pbtxt", ".txt", ".prototxt")
-
-
-def _lite_class():
-    """A throw-away message type over the GraphDef wire format whose field 1
-    (GraphDef.node) is a *singular* message with repeated name (1), op (2)
-    and input (3): protobuf merges every NodeDef into it, appending their
-    names, op types and inputs in node order, all in C."""
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="graph_override_graphdef_lite.proto",
-        package="graph_override_lite", syntax="proto3")
-    fields = fdp.message_type.add(name="Fields")
-    for name, number in (("name", 1), ("op", 2), ("input", 3)):
-        # string: protobuf checks UTF-8 in C and hands back str objects.
-        fields.field.add(name=name, number=number, type=9, label=3)
-    merged = fdp.message_type.add(name="Merged")
-    merged.field.add(name="node", number=1, type=11, label=1,
-                     type_name=".graph_override_lite.Fields")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(
-        pool.FindMessageTypeByName("graph_override_lite.Merged"))
-
-
-_Merged = _lite_class()
-
-
-def _nodes_class():
-    """GraphDef with its nodes as raw bytes; other fields are kept as
-    unknown fields and written back unchanged."""
-    fdp = descriptor_pb2.FileDescriptorProto(
-        name="graph_override_graphdef_nodes.proto",
-        package="graph_override_nodes", syntax="proto3")
-    nodes = fdp.message_type.add(name="Nodes")
-    nodes.field.add(name="node", number=1, type=12, label=3)  # repeated bytes
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    return message_factory.GetMessageClass(
-        pool.FindMessageTypeByName("graph_override_nodes.Nodes"))
-
-
-_Nodes = _nodes_class()
-
-
-def append_to_nodes(data, suffixes):
-    """The serialized GraphDef `data` with ``suffixes[i]`` (serialized
-    NodeDef fields) appended to node i; protobuf merges them into the node
-    when parsing (repeated and map fields add, singular fields replace)."""
-    message = _Nodes.FromString(data)
-    nodes = message.node
-    for i, suffix in suffixes.items():
-        nodes[i] = nodes[i] + suffix
-    return message.SerializeToString()
-
-
-def fast_index(data, node_count):
-    """(names, ops, inputs) of the serialized GraphDef `data`, or None when
-    the nodes do not each hold exactly one name and one op (then the slow
-    path finds and names the culprit)."""
-    try:
-        fields = _Merged.FromString(data).node
-    except Exception:  # pylint: disable=broad-except
-        return None
-    if len(fields.name) != node_count or len(fields.op) != node_count:
-        return None
-    return list(fields.name), list(fields.op), list(fields.input)
-
-
-def _slow_check(graph_def, source):
-    """Finds the first bad node, one by one, and raises naming it."""
-    seen = set()
-    for i, node in enumerate(graph_def.node):
-        if not re.fullmatch(_NODE_NAME, node.name):
-            raise GraphDefError(
-                "%s: node #%d has the invalid name %r; expected letters, digits "
-                "and . _ - / >. The file is probably damaged or not a GraphDef."
-                % (source, i, node.name))
-        if not re.fullmatch(_OP_NAME, node.op):
-            raise GraphDefError(
-                "%s: node %r has the invalid op type %r. The file is probably "
-                "damaged or not a GraphDef." % (source, node.name, node.op))
-        if node.name in seen:
-            raise GraphDefError(
-                "%s: two nodes are named %r; node names in a GraphDef must be "
-                "unique. Rename one of them (or re-export the graph)."
-                % (source, node.name))
-        seen.add(node.name)
-    for node in graph_def.node:
-        for inp in node.input:
-            target = _INPUT_NODE_RE.sub("", inp)
-            if target not in seen:
-                raise GraphDefError(
-                    "%s: node %r (op %s) has input %r, but no node is named %r "
-                    "(a dangling input). The file may be truncated or edited; "
-                    "re-export the graph." % (source, node.name, node.op, inp,
-                                              target))
-
-
-def validate(graph_def, source="<GraphDef>", *, data=None):
-    """Checks node names, op types, duplicates and dangling inputs.
-
-    Example:
-      >>> from tensorflow.core.framework import graph_pb2
-      >>> from graph_override import frozen
-      >>> g = graph_pb2.GraphDef()
-      >>> _ = g.node.add(name="y", op="Sign", input=["x"])
-      >>> frozen.validate(g, "model.pb")
-      Traceback (most recent call last):
-      ...
-      graph_override.errors.GraphDefError: model.pb: node 'y' (op Sign) has input 'x', but no node is named 'x' (a dangling input). ...
-
-    Args:
-      graph_def: a GraphDef message.
-      source: what to call it in messages (a file path).
-      data: its serialized bytes, if already at hand (saves a serialization).
-
-    Raises:
-      GraphDefError: naming `source` and the offending node.
-    """
-    if not isinstance(graph_def, graph_pb2.GraphDef):
-        raise GraphDefError("%s: expected a tf.compat.v1.GraphDef, got %s" % (
-            source, type(graph_def).__name__))
-    if data is None:
-        data = graph_def.SerializeToString()
-    index = fast_index(data, len(graph_def.node))
-    if index is None:
-        _slow_check(graph_def, source)
-        return
-    names, ops, inputs = index
-    ok = (_NAMES_RE.fullmatch("\n".join(names) + "\n") is not None if names else True)
-    ok = ok and (_OPS_RE.fullmatch("\n".join(ops) + "\n") is not None if ops else True)
-    name_set = set(names)
-    ok = ok and len(name_set) == len(names)
-    if ok and inputs:
-        # Most inputs are plain node names; only the rest ("^ctrl", "node:1")
-        # need their node name taken out.
-        other = set(inputs)
-        other.difference_update(name_set)
-        ok = all(_INPUT_NODE_RE.sub("", ref) in name_set for ref in other)
-    if not ok:
-        _slow_check(graph_def, source)
 
 
 def _saved_model_hint(data):
@@ -198,16 +55,111 @@ _SAVED_MODEL_MSG = (
     "convert_variables_to_constants_v2, then write graph_def.SerializeToString().")
 
 
-def _top_level_unknown(graph_def):
+_META_GRAPH_MSG = (
+    "%s: this is a MetaGraphDef (a .meta file written next to a checkpoint), "
+    "not a frozen GraphDef: its variables are not in it. Freeze it first: "
+    "saver = tf.compat.v1.train.import_meta_graph(PATH) and saver.restore(sess, "
+    "CHECKPOINT) in a Session, then graph_def = "
+    "tf.compat.v1.graph_util.convert_variables_to_constants(sess, "
+    "sess.graph_def, OUTPUT_NODE_NAMES) and write graph_def.SerializeToString().")
+
+
+def _meta_graph_hint(data, as_text):
+    """True if `data` is a MetaGraphDef holding a graph with nodes."""
+    try:
+        if as_text:
+            meta = text_format.Parse(data.decode("utf-8"), meta_graph_pb2.MetaGraphDef())
+        else:
+            meta = meta_graph_pb2.MetaGraphDef.FromString(data)
+    except Exception:  # pylint: disable=broad-except
+        return False
+    return len(meta.graph_def.node) > 0 and not _top_level_unknown(meta)
+
+
+def _wrong_kind(data, source, as_text):
+    """The GraphDefError for a SavedModel or MetaGraphDef, else None."""
+    if _saved_model_hint(data):
+        return GraphDefError(_SAVED_MODEL_MSG % source)
+    if _meta_graph_hint(data, as_text):
+        return GraphDefError(_META_GRAPH_MSG % source)
+    return None
+
+
+def _top_level_unknown(message):
     try:
         from google.protobuf import unknown_fields  # pylint: disable=import-outside-toplevel
-        return len(unknown_fields.UnknownFieldSet(graph_def)) > 0
+        return len(unknown_fields.UnknownFieldSet(message)) > 0
     except (ImportError, TypeError, AttributeError):  # pragma: no cover
         return False
 
 
+def _unknown_fields(graph_def, data, source):
+    """Raises if the binary GraphDef parsed from `data` holds fields that a
+    GraphDef, NodeDef, AttrValue... does not have, at any depth.
+
+    Protobuf keeps unknown fields and writes them back, so dropping them
+    shortens the serialization only if there were some; a canonical file
+    (what TensorFlow writes) re-serializes to its own length. Only when the
+    lengths differ is the file parsed again to compare exactly (duplicated
+    or non-canonical fields also change the length).
+    """
+    graph_def.DiscardUnknownFields()
+    known = len(graph_def.SerializeToString())
+    if known == len(data):
+        return
+    original = graph_pb2.GraphDef.FromString(data)
+    if len(original.SerializeToString()) == known:
+        return
+    for node in original.node:
+        size = len(node.SerializeToString())
+        node.DiscardUnknownFields()
+        if len(node.SerializeToString()) != size:
+            raise GraphDefError(
+                "%s: node %r (op %s) holds fields that a NodeDef (or its attr "
+                "values) does not have. The file is damaged, or not a GraphDef "
+                "written by TensorFlow; re-export the graph." % (
+                    source, node.name, node.op))
+    raise GraphDefError(
+        "%s: the GraphDef's versions or function library hold fields that a "
+        "GraphDef does not have. The file is damaged, or not a GraphDef "
+        "written by TensorFlow; re-export the graph." % source)
+
+
+_TEXT_START = re.compile(rb"\s*(?:#[^\n]*\n\s*)*[A-Za-z_\[{]")
+_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def looks_like_text(data):
+    """True if `data` starts like a text-format message: a field name (or a
+    comment) and no control bytes in its first 4 KB. Binary GraphDefs start
+    with a field tag and a length, and hold control bytes almost at once."""
+    head = data[:4096]
+    return (_TEXT_START.match(head) is not None
+            and _CONTROL_BYTES.search(head) is None)
+
+
+def _format_order(data, source, text):
+    """Formats to try, the content's guess first; and a note for messages
+    when the content and the file name disagree."""
+    named_text = str(source).lower().endswith(_TEXT_SUFFIXES)
+    if text is not None:
+        return (text,), ""
+    as_text = looks_like_text(data)
+    note = ""
+    if as_text != named_text:
+        note = (" (the content looks %s although the name says %s; both "
+                "formats were tried)" % ("like text" if as_text else "binary",
+                                         "text" if named_text else "binary"))
+    return (as_text, not as_text), note
+
+
 def parse_graph_def(data, source="<bytes>", *, text=None):
     """Parses and checks a binary or text GraphDef.
+
+    The format is told from the content (a text-format file starts with a
+    field name, a binary one with a field tag), not from the file name, so a
+    binary GraphDef named ``.pbtxt`` loads; the other format is tried when
+    the first fails.
 
     Example:
       >>> from graph_override import frozen
@@ -222,23 +174,23 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
     Args:
       data: the file's bytes.
       source: what to call it in messages.
-      text: True for text format, False for binary, None to decide: text for
-        a .pbtxt/.txt name, else binary, falling back to text.
+      text: True for text format, False for binary, None to tell from the
+        content.
 
     Returns:
       A checked `GraphDef`.
 
     Raises:
       GraphDefError: naming `source`: empty, not a GraphDef (random bytes, a
-        text file, a SavedModel), truncated, or failing `validate`.
+        text file, a SavedModel, a MetaGraphDef), truncated, holding unknown
+        fields, or failing `validate`.
     """
     if not data:
         raise GraphDefError("%s: the file is empty; expected a GraphDef "
                             "(binary .pb or text .pbtxt)" % source)
-    if text is None:
-        text = str(source).lower().endswith(_TEXT_SUFFIXES)
+    order, note = _format_order(data, source, text)
     graph_def, errors, binary = None, [], None
-    for as_text in ((True,) if text else (False, True)):
+    for as_text in order:
         try:
             if as_text:
                 graph_def = text_format.Parse(data.decode("utf-8"),
@@ -259,21 +211,64 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
                                       type(e).__name__))
             graph_def = None
     if graph_def is None:
-        if _saved_model_hint(data):
-            raise GraphDefError(_SAVED_MODEL_MSG % source)
-        raise GraphDefError(
-            "%s: not a GraphDef, or a truncated/damaged one (%s). Expected a "
+        raise _wrong_kind(data, source, order[0]) or GraphDefError(
+            "%s: not a GraphDef, or a truncated/damaged one (%s)%s. Expected a "
             "frozen graph written by graph_def.SerializeToString() (.pb) or "
-            "text_format (.pbtxt)." % (source, "; ".join(errors)))
-    if _saved_model_hint(data) and (
-            not graph_def.node or os.path.basename(str(source)) == "saved_model.pb"):
-        raise GraphDefError(_SAVED_MODEL_MSG % source)
+            "text_format (.pbtxt)." % (source, "; ".join(errors), note))
+    if not graph_def.node or os.path.basename(str(source)) == "saved_model.pb":
+        wrong = _wrong_kind(data, source, binary is None)
+        if wrong is not None:
+            raise wrong
     if not graph_def.node:
         raise GraphDefError(
             "%s: parsed, but holds no nodes; expected a frozen GraphDef. Is it "
             "truncated, or a different kind of protobuf file?" % source)
-    validate(graph_def, source, data=binary)
+    try:
+        if binary is not None:
+            _unknown_fields(graph_def, binary, source)
+        validate(graph_def, source, data=binary)
+    except GraphDefError:
+        wrong = _wrong_kind(data, source, binary is None)
+        if wrong is None:
+            raise
+        raise wrong from None
     return graph_def
+
+
+def _read_regular_file(path):
+    """The bytes of the regular file `path`, reading at most MAX_BYTES + 1.
+
+    Opened without blocking and checked on the open descriptor, so a FIFO,
+    a device (/dev/zero) or a socket is refused before anything is read.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise GraphDefError("%s: cannot be read: %s" % (path, e.strerror or e)) from e
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)"
+                    if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode)
+                    or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+                    else "not a regular file")
+            raise GraphDefError("%s: is %s, not a regular file; expected a GraphDef "
+                                "file (.pb or .pbtxt). Nothing was read." % (path, kind))
+        limit = MAX_BYTES + 1
+        try:
+            chunks = [f.read(min(os.fstat(fd).st_size, MAX_BYTES) + 1)]
+            total = len(chunks[0])
+            while chunks[-1] and total < limit:  # the file grew meanwhile
+                chunks.append(f.read(min(limit - total, 1 << 24)))
+                total += len(chunks[-1])
+        except OSError as e:
+            raise GraphDefError("%s: cannot be read: %s" % (path, e.strerror or e)) from e
+    if total > MAX_BYTES:
+        raise GraphDefError(
+            "%s: is over %d bytes, protobuf's 2 GB limit for one message, so it "
+            "cannot be a GraphDef; stopped reading there." % (path, MAX_BYTES))
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def load(path):
@@ -292,15 +287,16 @@ def load(path):
       ['Placeholder', 'Sign']
 
     Args:
-      path: the file.
+      path: the file: a regular file of at most `MAX_BYTES`, binary or text
+        whatever its name (told from the content).
 
     Returns:
-      A `GraphDef` whose node names are unique and whose inputs all exist.
+      A `GraphDef` that passes `validate`.
 
     Raises:
-      GraphDefError: naming `path`: missing, a directory, empty, truncated,
-        random bytes, a text file, a SavedModel, duplicate node names, a
-        dangling input.
+      GraphDefError: naming `path`: missing, a directory, a device or pipe,
+        empty, too large, truncated, random bytes, a text file, a SavedModel
+        or MetaGraphDef, unknown fields, or failing `validate`.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -312,12 +308,7 @@ def load(path):
     if not os.path.exists(path):
         raise GraphDefError("%s: no such file; expected a GraphDef file (.pb "
                             "or .pbtxt)." % path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise GraphDefError("%s: cannot be read: %s" % (path, e.strerror or e)) from e
-    return parse_graph_def(data, path)
+    return parse_graph_def(_read_regular_file(path), path)
 
 
 def _same_file(a, b):
@@ -361,12 +352,16 @@ def check_output_path(path, *, source=None, overwrite=False):
 
 
 def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
-    """Writes `graph_def` to `path` atomically.
+    """Writes `graph_def` to `path` atomically, with reproducible bytes.
 
-    The bytes go to a temporary file in the target folder (flushed with
-    fsync), are read back, compared byte for byte and re-parsed (wire format,
-    node names, op types), and only then renamed onto `path`; on any failure the temporary
-    file is removed, so `path` is either untouched or complete.
+    The graph is serialized deterministically (attr maps in key order), so
+    the same graph gives the same file in every process. The bytes go to a
+    temporary file in the target folder (flushed with fsync), are read back,
+    compared byte for byte, re-parsed and checked with `validate` (nothing
+    TensorFlow would refuse is written), and only then become `path`: by a
+    hard link that fails if `path` exists, even if it appeared meanwhile, or
+    with `overwrite` by an atomic rename. On any failure the temporary file
+    is removed, so `path` is either untouched or complete.
 
     Example:
       >>> import os, tempfile
@@ -391,9 +386,10 @@ def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
         refused unless `overwrite` is given.
 
     Raises:
-      GraphDefError: `path` exists (without `overwrite`), is a directory or
-        the input, its folder is missing, or the graph reaches protobuf's
-        2 GB limit (checked before anything is written).
+      GraphDefError: `path` exists or appears while writing (without
+        `overwrite`), is a directory or the input, its folder is missing, the
+        graph fails `validate`, or it reaches protobuf's 2 GB limit (checked
+        before anything is written).
     """
     if not isinstance(graph_def, graph_pb2.GraphDef):
         raise GraphDefError("save(%s): expected a tf.compat.v1.GraphDef, got %s"
@@ -403,27 +399,41 @@ def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
         as_text = path.lower().endswith(_TEXT_SUFFIXES)
     # Serialized in memory first (ByteSize() would cost a serialization of
     # its own): nothing touches the disk before the size is known.
+    # Deterministic: map fields (NodeDef.attr) in key order, not in the
+    # order of a hash table seeded per process, so the same graph gives the
+    # same bytes in every run.
     try:
-        data = graph_def.SerializeToString()
+        data = graph_def.SerializeToString(deterministic=True)
     except Exception as e:  # pylint: disable=broad-except
         raise GraphDefError("%s: the graph cannot be serialized (%s); nothing was "
                             "written. Graphs over protobuf's 2 GB limit cannot be "
                             "stored as one GraphDef." % (path, e)) from e
+    if as_text and len(data) <= MAX_BYTES:
+        data = text_format.MessageToString(graph_def).encode("utf-8")  # keys sorted
     if len(data) > MAX_BYTES:
         raise GraphDefError(
             "%s: the graph is %d bytes, over protobuf's limit of %d (2 GB); "
             "nothing was written. Keep large weights outside the GraphDef "
             "(a SavedModel stores them as variables)." % (path, len(data), MAX_BYTES))
-    if as_text:
-        data = text_format.MessageToString(graph_def).encode("utf-8")
-    def check(back):
-        if as_text:
-            text_format.Parse(back.decode("utf-8"), graph_pb2.GraphDef())
-        elif fast_index(back, len(graph_def.node)) is None:
-            # The bytes equal the serialization, so a full GraphDef parse can
-            # only repeat what this one checks: the wire format, one name and
-            # op per node (and it takes a third of the time).
-            raise GraphDefError("%s: the written file does not re-parse as the "
-                                "GraphDef; nothing was replaced" % path)
+    where = "%s (nothing was written)" % path
 
-    atomic_write(path, data, verify=check, keep_mode=False)
+    def check(back):
+        # The bytes read back are re-parsed and must pass every check that
+        # load() makes: nothing that TensorFlow would refuse is written.
+        if as_text:
+            try:
+                written = text_format.Parse(back.decode("utf-8"), graph_pb2.GraphDef())
+            except Exception as e:  # pylint: disable=broad-except
+                raise GraphDefError("%s: the text does not re-parse: %s" % (where, e)) from e
+            validate(written, where)
+        else:
+            validate(graph_def, where, data=back)
+
+    try:
+        atomic_write(path, data, verify=check, keep_mode=False, exclusive=not overwrite)
+    except FileExistsError:
+        raise GraphDefError(
+            "%s: appeared while the graph was being written (another process "
+            "writing the same file?); it was left as it is and nothing was "
+            "written. Pass overwrite=True (CLI: --force) to replace it."
+            % path) from None
