@@ -179,6 +179,9 @@ def parse_rule(text, *, name_regex=None):
             if not sep or not key.strip().isidentifier():
                 raise RuleError("--map %r: parameter %r should be KEY=VALUE"
                                 % (text, item))
+            if key.strip() in params:
+                raise RuleError("--map %r: parameter %r is given twice; give each "
+                                "parameter once" % (text, key.strip()))
             params[key.strip()] = _parse_value(value)
         kwargs.update(estimator=name, params=params)
     elif action == "remove":
