@@ -7,11 +7,12 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import _compat, registry
-from graph_override.frozen.reports import InspectReport
+from graph_override.frozen.reports import V1_LOOP_HELP, InspectReport
 from graph_override.frozen.rules import GRADIENT_ATTR, View, gradient_attr
 from graph_override.errors import GraphDefError
 
-__all__ = ["RISKY_OPS", "ZERO_GRADIENT_OPS", "inspect"]
+__all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "ZERO_GRADIENT_OPS", "inspect",
+           "v1_loops"]
 
 # Op types worth a look before running an untrusted graph, with why.
 RISKY_OPS = {
@@ -47,6 +48,38 @@ RISKY_OPS = {
 # Op types whose TensorFlow gradient is zero (or None) everywhere: gradients
 # through them vanish silently. The usual reason to patch a frozen graph.
 ZERO_GRADIENT_OPS = ("Sign", "Round", "Floor", "Ceil", "Rint")
+
+
+# The nodes of a TF1 while loop (control flow v1). TensorFlow differentiates
+# them only with the loop's WhileContext, which lives in the Python graph that
+# built them (or a MetaGraph's collections), not in a GraphDef: after
+# import_graph_def, tf.gradients through the loop fails with
+# "AttributeError: 'NoneType' object has no attribute 'outer_context'".
+# (TF1 tf.cond's Switch/Merge alone differentiate after import.)
+V1_LOOP_OPS = frozenset(("Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
+                         "RefNextIteration", "LoopCond"))
+
+
+def v1_loops(graph_def, ops=None):
+    """The TF1 while loops of `graph_def` that a gradient could cross:
+    [{"loop": name scope, "exits": [Exit nodes], "nodes": count}] for
+    loops with a float Exit, in graph order."""
+    ops = ops if ops is not None else [n.op for n in graph_def.node]
+    if V1_LOOP_OPS.isdisjoint(ops):
+        return []
+    loops = collections.OrderedDict()
+    nodes = graph_def.node
+    for i, op in enumerate(ops):
+        if op in V1_LOOP_OPS:
+            scope = nodes[i].name.rpartition("/")[0] or nodes[i].name
+            entry = loops.setdefault(scope, {"loop": scope, "exits": [], "nodes": 0,
+                                             "float": False})
+            entry["nodes"] += 1
+            if op in ("Exit", "RefExit"):
+                entry["exits"].append(nodes[i].name)
+                entry["float"] |= _may_carry_gradient(nodes[i])
+    return [{k: v for k, v in e.items() if k != "float"}
+            for e in loops.values() if e["float"]]
 
 
 def _name_failure(name):
@@ -142,7 +175,9 @@ def inspect(graph_def):
     they pass no gradient). Nodes without data inputs are skipped. Sign,
     Round, Floor, Ceil and Rint nodes are listed as zero-gradient nodes unless
     they only binarize constants (frozen weights) or feed a StopGradient or a
-    tf.custom_gradient IdentityN.
+    tf.custom_gradient IdentityN. TF1 while loops (Enter/Exit/NextIteration,
+    control flow v1), which tf.gradients cannot cross after a GraphDef
+    import, are listed in `v1_loops`.
 
     Example:
       >>> import tensorflow as tf
@@ -220,4 +255,5 @@ def inspect(graph_def):
     return InspectReport(
         nodes=len(graph_def.node), op_types=dict(counts.most_common()),
         gradient_failures=failures, gradient_names=list(names.values()),
-        risky_ops=risky, zero_gradients=zero, functions=len(library))
+        risky_ops=risky, zero_gradients=zero, functions=len(library),
+        v1_loops=v1_loops(graph_def, ops))

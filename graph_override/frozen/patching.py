@@ -10,7 +10,8 @@ from graph_override import (_compat, estimators,
 from graph_override.frozen import io as frozen_io
 from graph_override.frozen import portable as portable_form
 from graph_override.frozen import verify
-from graph_override.frozen.reports import NodeChange, PatchReport
+from graph_override.frozen.inspection import v1_loops
+from graph_override.frozen.reports import V1_LOOP_HELP, NodeChange, PatchReport
 from graph_override.frozen.rules import (GRADIENT_ATTR, RuleError, View, as_rules,
                                             check_matches, gradient_attr, node_list,
                                             nodes_by_gradient, select)
@@ -145,7 +146,9 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
     if not portable and not view.has_gradient_attrs and not any(
             rules[r].remove or (rules[r].estimator and view.ops[i] == "IdentityN")
             for i, r in owner.items()):
-        return _set_names_fast(graph_def, view, rules, selected, owner)
+        new, report = _set_names_fast(graph_def, view, rules, selected, owner)
+        report.warnings = _loop_warnings(graph_def, view)
+        return new, report
     # A copy: parsing the bytes at hand is faster than CopyFrom.
     new = graph_pb2.GraphDef.FromString(view.data)
     changes, added = [], []  # added: serialized GraphDef node fields
@@ -201,7 +204,19 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
         report.unresolved_left = _non_portable_names(new)
     if nodes_added:
         verify.check_imports(new, what)
+    report.warnings = _loop_warnings(graph_def, view)
     return new, report
+
+
+def _loop_warnings(graph_def, view):
+    """The TF1 while loops that keep tf.gradients from working on the result."""
+    loops = v1_loops(graph_def, view.ops)
+    if not loops:
+        return []
+    return ["the graph holds %d TF1 while loop(s) (%s): tf.gradients through them "
+            "fails after import, patched or not; %s" % (
+                len(loops), ", ".join(e["loop"] for e in loops[:5])
+                + (" ..." if len(loops) > 5 else ""), V1_LOOP_HELP)]
 
 
 def _set_names_fast(graph_def, view, rules, selected, owner):
