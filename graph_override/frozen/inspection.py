@@ -7,6 +7,7 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import _compat, registry
+from graph_override.frozen import library as library_mod
 from graph_override.frozen.reports import V1_LOOP_HELP, InspectReport
 from graph_override.frozen.rules import GRADIENT_ATTR, View, gradient_attr
 from graph_override.errors import GraphDefError
@@ -94,7 +95,7 @@ def _name_failure(name):
 
 def _op_failure(op, library):
     """Why tf.gradients fails on a node of type `op` with no gradient name."""
-    if op in library or _compat.has_gradient_entry(op):
+    if op in library or op in library_mod.CALL_OPS or _compat.has_gradient_entry(op):
         return None
     if not _compat.is_op_type(op):
         return op, ("unknown op type %s: not registered in this TensorFlow "
@@ -166,6 +167,61 @@ def _of_constants(graph_def, view, candidates):
     return out
 
 
+def _zero_reason(op, symbolic):
+    fix = "--map %s=%s" % (op, "ste_sign" if op == "Sign" else
+                           "ste_round" if op in ("Round", "Rint") else "ste_floor")
+    if symbolic:
+        return ("%s has zero gradient, inside a PartitionedCall body, where no gradient "
+                "override takes effect: inline the call (freeze with "
+                "convert_variables_to_constants_v2), then patch with e.g. %s" % (op, fix))
+    return "%s has zero gradient; patch with e.g. %s" % (op, fix)
+
+
+def _inspect_functions(graph_def, library, op_failures, names, failures, zero, risky):
+    """Adds the findings inside library functions, as FUNCTION/NODE."""
+    modes = library_mod.body_modes(graph_def)
+    for function in graph_def.library.function:
+        fname = function.signature.name
+        consts = {n.name for n in function.node_def if n.op == "Const"}
+        uses, stopped = collections.Counter(), collections.Counter()
+        for other in function.node_def:
+            for ref in other.input:
+                if not ref.startswith("^"):
+                    uses[ref.partition(":")[0]] += 1
+                    if other.op == "StopGradient":
+                        stopped[ref.partition(":")[0]] += 1
+        for ref in function.ret.values():
+            uses[ref.partition(":")[0]] += 1
+        symbolic = modes.get(fname) == "symbolic"
+        for node in function.node_def:
+            address = "%s/%s" % (fname, node.name)
+            op = node.op
+            if op in RISKY_OPS:
+                risky.append({"node": address, "op": op, "reason": RISKY_OPS[op]})
+            gname = gradient_attr(node)
+            if gname is not None:
+                entry = names.setdefault(gname, {"name": gname, "count": 0, "nodes": []})
+                entry["count"] += 1
+                if len(entry["nodes"]) < 10:
+                    entry["nodes"].append(address)
+            if (not node.input or node.input[0].startswith("^")
+                    or not _may_carry_gradient(node)):
+                continue
+            if gname is None and op in ZERO_GRADIENT_OPS and (
+                    node.input[0].partition(":")[0] not in consts) and (
+                        uses[node.name] != stopped[node.name] or not uses[node.name]):
+                zero.append({"node": address, "op": op, "reason": _zero_reason(op, symbolic)})
+            if gname is None:
+                if op not in op_failures:
+                    op_failures[op] = _op_failure(op, library)
+                failure = op_failures[op]
+            else:
+                failure = _name_failure(gname)
+            if failure is not None:
+                failures.append({"node": address, "op": op,
+                                 "gradient": failure[0], "reason": failure[1]})
+
+
 def inspect(graph_def):
     """Op types, nodes whose gradient will fail, gradient names, risky ops.
 
@@ -177,7 +233,9 @@ def inspect(graph_def):
     they only binarize constants (frozen weights) or feed a StopGradient or a
     tf.custom_gradient IdentityN. TF1 while loops (Enter/Exit/NextIteration,
     control flow v1), which tf.gradients cannot cross after a GraphDef
-    import, are listed in `v1_loops`.
+    import, are listed in `v1_loops`. Nodes inside the function library
+    (functional While/If bodies, PartitionedCall bodies of TF2 and Keras
+    exports) are inspected too and named ``FUNCTION/NODE``.
 
     Example:
       >>> import tensorflow as tf
@@ -231,10 +289,7 @@ def inspect(graph_def):
                 or not _may_carry_gradient(node)):
             continue
         if gname is None and op in ZERO_GRADIENT_OPS and name not in bypassed:
-            zero.append({"node": name, "op": op, "reason": (
-                "%s has zero gradient; patch with e.g. --map %s=%s" % (
-                    op, op, "ste_sign" if op == "Sign" else
-                    "ste_round" if op in ("Round", "Rint") else "ste_floor"))})
+            zero.append({"node": name, "op": op, "reason": _zero_reason(op, False)})
         if gname is None:
             failure = op_failures[op]
         else:
@@ -244,11 +299,8 @@ def inspect(graph_def):
         if failure is not None:
             failures.append({"node": name, "op": op,
                              "gradient": failure[0], "reason": failure[1]})
-    for function in graph_def.library.function:
-        for node in function.node_def:
-            if node.op in RISKY_OPS:
-                risky.append({"node": "%s/%s" % (function.signature.name, node.name),
-                              "op": node.op, "reason": RISKY_OPS[node.op]})
+    if graph_def.library.function:
+        _inspect_functions(graph_def, library, op_failures, names, failures, zero, risky)
     for entry in names.values():
         entry["resolvable"] = registry.is_resolvable(entry["name"])
         entry["needs_graph_override"] = registry.parse_builtin_name(entry["name"]) is not None

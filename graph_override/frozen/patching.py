@@ -8,6 +8,7 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 from graph_override import (_compat, estimators,
                             registry)
 from graph_override.frozen import io as frozen_io
+from graph_override.frozen import library
 from graph_override.frozen import portable as portable_form
 from graph_override.frozen import verify
 from graph_override.frozen.inspection import v1_loops
@@ -139,11 +140,15 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
                     "with graph_override.frozen.import_graph_def." % rule.estimator)
     view = View(graph_def)
     selected, owner = select(graph_def, view, rules)
-    check_matches(rules, selected, on_no_match)
+    in_functions = (library.select_function_nodes(graph_def, rules)
+                    if graph_def.library.function else {})
+    check_matches(rules, {r: list(selected[r]) + in_functions.get(r, [])
+                          for r in selected}, on_no_match)
     if portable and owner:
         _check_single_output(graph_def, owner, rules)
     verify.check_fits(graph_def, view.ops, owner, rules, what, allow_replace=allow_replace)
     if not portable and not view.has_gradient_attrs and not any(
+            in_functions.values()) and not any(
             rules[r].remove or (rules[r].estimator and view.ops[i] == "IdentityN")
             for i, r in owner.items()):
         new, report = _set_names_fast(graph_def, view, rules, selected, owner)
@@ -193,17 +198,24 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
                                     "gradient to; narrow the rule %s" % (name, op, rule))
             attrs[GRADIENT_ATTR].s = encoded[r]
             changes.append(NodeChange(name, op, "set", before, targets[r], texts[r]))
-    nodes_added = 0
+    function_changes, function_nodes, rewritten = [], 0, []
+    if any(in_functions.values()):
+        function_changes, function_nodes, rewritten = library.apply_to_functions(
+            new, in_functions, rules, what, portable=portable,
+            allow_replace=allow_replace, dtype_of=_dtype)
+        changes += [NodeChange(*c) for c in function_changes]
+    nodes_added = function_nodes
     if added:
         count = len(new.node)
         new = graph_pb2.GraphDef.FromString(new.SerializeToString() + b"".join(added))
-        nodes_added = len(new.node) - count
+        nodes_added += len(new.node) - count
     report = PatchReport(changes=changes, nodes_added=nodes_added, portable=portable,
-                         rule_matches=[(str(r), len(selected[j])) for j, r in enumerate(rules)])
+                         rule_matches=[(str(r), len(selected[j]) + len(in_functions.get(j, ())))
+                                       for j, r in enumerate(rules)])
     if portable:
         report.unresolved_left = _non_portable_names(new)
     if nodes_added:
-        verify.check_imports(new, what)
+        verify.check_imports(new, what, rewritten)
     report.warnings = _loop_warnings(graph_def, view)
     return new, report
 

@@ -18,7 +18,8 @@ from tensorflow.python.framework import function_def_to_graph
 from graph_override import _compat, estimators
 from graph_override.errors import RuleError
 
-__all__ = ["IDENTITY_OPS", "check_fits", "check_imports", "output_dtypes"]
+__all__ = ["IDENTITY_OPS", "check_fits", "check_fits_node", "check_function_shapes",
+           "check_imports", "output_dtypes"]
 
 # Op types whose output 0 is their input 0: scaling or reversing their
 # gradient is what flip_gradient and scale_gradient mean.
@@ -98,6 +99,46 @@ def _same_dtype_by_def(op_type):
         return True  # unknown here: nothing to compare
     a, b = op_def.input_arg[0], op_def.output_arg[0]
     return (a.type_attr and a.type_attr == b.type_attr) or (a.type and a.type == b.type)
+
+
+def check_fits_node(node, address, rule, what, *, allow_replace=False):
+    """`check_fits` for one node of a function body, by op type and dtype
+    (shapes: `check_function_shapes`)."""
+    if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
+            and node.op not in IDENTITY_OPS and not allow_replace):
+        raise _replace_error(what, rule, address, node.op)
+    x_type, y_type = output_dtypes(node)
+    if x_type is not None and y_type is not None and x_type != y_type:
+        raise RuleError(
+            "%s: %s on node %r (op %s): its output is %s but its first input is "
+            "%s. %s." % (what, rule.estimator, address, node.op, _dtype_name(y_type),
+                         _dtype_name(x_type), _SHAPE_HINT))
+
+
+def check_function_shapes(graph_def, fname, named, what):
+    """Builds function `fname` as a graph and compares output 0 with input
+    0 of each node in `named` ([(node name, rule)]) not known to keep its
+    input's shape."""
+    named = [(n, r) for n, r in named if r.estimator is not None]
+    if not named:
+        return
+    library = {f.signature.name: f for f in graph_def.library.function}
+    with tf.Graph().as_default():
+        try:
+            graph = function_def_to_graph.function_def_to_graph(library[fname])
+        except (ValueError, TypeError, KeyError, tf.errors.OpError):
+            return
+        for name, rule in named:
+            op = graph.get_operation_by_name(name)
+            if op.type in _SAME_SHAPE_OPS or not op.inputs or not op.outputs:
+                continue
+            x, y = op.inputs[0], op.outputs[0]
+            if x.dtype != y.dtype or not x.shape.is_compatible_with(y.shape):
+                raise RuleError(
+                    "%s: %s on node '%s/%s' (op %s): its output is %s %s but its "
+                    "first input is %s %s. %s." % (
+                        what, rule.estimator, fname, name, op.type, y.dtype.name,
+                        y.shape, x.dtype.name, x.shape, _SHAPE_HINT))
 
 
 def check_fits(graph_def, ops, selected, rules, what, *, allow_replace=False):
