@@ -19,6 +19,8 @@ a float32 placeholder ``x`` of shape [3] unless said otherwise.
   whose body is differentiated by TensorFlow's C++ SymbolicGradient.
 * `keras_dense`: a Keras model (Dense, Dropout, Dense) frozen with
   convert_variables_to_constants_v2.
+* `keras_lstm`: a Keras LSTM frozen the same way, its loop lowered to TF1
+  control flow (the default) or kept functional.
 * `fake_quant`: quantization-aware training's FakeQuantWithMinMaxVars.
 * `matmul`, `one_hot`, `product`: ops whose output is not their first
   input's shape or dtype, or that are not identities.
@@ -177,3 +179,18 @@ def run(graph_def, x_value=X_VALUE, x="x", y="y", *, importer=None, upstream=Non
             if dx is None:
                 return sess.run(yt, {xt: x_value}), None
             return sess.run([yt, dx], {xt: x_value})
+
+
+def keras_lstm(lower_control_flow=True, seed=0):
+    """A Keras LSTM(4) + Dense(2) on [None, 5, 3] sequences, frozen with
+    convert_variables_to_constants_v2: its time loop lowered to TF1
+    control flow (the default) or kept a functional While. Returns
+    (graph_def, input, output, model)."""
+    tf.keras.utils.set_random_seed(seed)
+    model = tf.keras.Sequential([tf.keras.Input((5, 3)), tf.keras.layers.LSTM(4),
+                                 tf.keras.layers.Dense(2)])
+    fn = tf.function(lambda x: model(x, training=False)).get_concrete_function(
+        tf.TensorSpec([None, 5, 3], tf.float32, name="x"))
+    frozen_fn = convert_variables_to_constants_v2(fn, lower_control_flow=lower_control_flow)
+    return (frozen_fn.graph.as_graph_def(), "x",
+            frozen_fn.outputs[0].name.split(":")[0], model)

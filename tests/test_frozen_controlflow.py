@@ -109,3 +109,36 @@ def test_cli_inspect_exits_1_and_patch_warns(v1_while, tmp_path, capsys):
                      "--map", "Sign=ste_sign"]) == 0
     data = json.loads(capsys.readouterr()[0])
     assert "TF1 while loop" in data["warnings"][0]
+
+
+@pytest.fixture(scope="module")
+def lstm():
+    """A Keras LSTM frozen both ways, an input batch and Keras' own
+    gradient of sum(outputs)."""
+    lowered_graph, x, y, model = fg.keras_lstm(lower_control_flow=True)
+    functional_graph, _, y2, _ = fg.keras_lstm(lower_control_flow=False)
+    x_value = np.random.RandomState(2).randn(2, 5, 3).astype(np.float32)
+    xt = tf.constant(x_value)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        total = tf.reduce_sum(model(xt, training=False))
+    return (lowered_graph, functional_graph, x, y, y2, x_value,
+            tape.gradient(total, xt).numpy())
+
+
+def test_keras_lstm_lowered_loop_is_reported_and_fails(lstm):
+    lowered_graph, _, x, y, _, x_value, _ = lstm
+    report = frozen.inspect(lowered_graph)
+    assert len(report.v1_loops) == 1 and report.v1_loops[0]["loop"].endswith("/while")
+    assert report.gradient_failures == []  # TensorListReserve lies on no float path
+    with pytest.raises(AttributeError, match=OUTER_CONTEXT):
+        fg.run(lowered_graph, x_value, x, y)
+
+
+def test_keras_lstm_functional_loop_differentiates(lstm):
+    """The advice: freeze with lower_control_flow=False."""
+    _, functional_graph, x, _, y2, x_value, reference = lstm
+    report = frozen.inspect(functional_graph)
+    assert report.ok and report.v1_loops == [] and report.functions == 2
+    _, dx = fg.run(functional_graph, x_value, x, y2)
+    np.testing.assert_allclose(dx, reference, rtol=1e-5, atol=1e-6)

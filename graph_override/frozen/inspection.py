@@ -61,6 +61,12 @@ V1_LOOP_OPS = frozenset(("Enter", "RefEnter", "Exit", "RefExit", "NextIteration"
                          "RefNextIteration", "LoopCond"))
 
 
+# convert_variables_to_constants_v2 names a lowered loop's nodes
+# LOOP/enter/_0, LOOP/exit/_3, LOOP/next_iteration/_5.
+_LOWERED_PARTS = frozenset(("enter", "exit", "next_iteration", "loop_cond", "switch",
+                            "merge"))
+
+
 def v1_loops(graph_def, ops=None):
     """The TF1 while loops of `graph_def` that a gradient could cross:
     [{"loop": name scope, "exits": [Exit nodes], "nodes": count}] for
@@ -73,6 +79,8 @@ def v1_loops(graph_def, ops=None):
     for i, op in enumerate(ops):
         if op in V1_LOOP_OPS:
             scope = nodes[i].name.rpartition("/")[0] or nodes[i].name
+            if scope.rpartition("/")[2] in _LOWERED_PARTS:
+                scope = scope.rpartition("/")[0] or scope
             entry = loops.setdefault(scope, {"loop": scope, "exits": [], "nodes": 0,
                                              "float": False})
             entry["nodes"] += 1
@@ -111,12 +119,19 @@ _DIFFERENTIABLE = frozenset(
 
 
 def _may_carry_gradient(node):
-    """False if every output of `node` has a dtype tf.gradients never
-    differentiates (bool, integers, strings): no gradient reaches it."""
+    """False if every output of `node`, or every input, has a dtype
+    tf.gradients never differentiates (bool, integers, strings): no gradient
+    reaches it, or it lies on no path from a float tensor (TensorListReserve
+    of a Keras LSTM)."""
     op_def = _compat.op_def(node.op)
     if op_def is None:
         return True
-    for arg in op_def.output_arg:
+    return (_any_differentiable(node, op_def.output_arg)
+            and (not op_def.input_arg or _any_differentiable(node, op_def.input_arg)))
+
+
+def _any_differentiable(node, args):
+    for arg in args:
         if arg.type:
             types = [arg.type]
         elif arg.type_attr:
