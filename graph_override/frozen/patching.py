@@ -314,6 +314,12 @@ def patch(graph_def, rules, *, on_no_match="raise", allow_replace=False):
       allow_replace: let flip_gradient, scale_gradient and clip_gradient
         replace the gradient of ops that are not identities (see below).
 
+    Nodes inside the function library (While/If bodies) are selected like
+    top-level nodes, named ``FUNCTION/NODE`` in the report; the functions
+    changed get new names (see `graph_override.frozen.library`). Rules on
+    nodes inside a PartitionedCall body are refused: TensorFlow
+    differentiates those bodies in C++ and would ignore the change.
+
     An estimator's gradient goes to the node's first input, so a node whose
     output 0 differs from that input in dtype or shape (MatMul, OneHot) is
     refused. flip_gradient and scale_gradient mean -scale * dy and
