@@ -2,6 +2,8 @@
 
   python scripts/make_frozen_example.py model.pb                   # binarized MLP (Sign)
   python scripts/make_frozen_example.py custom.pb --kind custom    # tf.custom_gradient STE
+  python scripts/make_frozen_example.py rnn.pb --kind rnn          # TF2 loop, frozen (TF1 loop)
+  python scripts/make_frozen_example.py rnn.pb --kind rnn --functional  # loop body in a function
   python scripts/make_frozen_example.py --differentiate fixed.pb   # in this (fresh) process
   python scripts/make_frozen_example.py --differentiate portable.pb --plain
 
@@ -11,8 +13,14 @@ zero. `--kind custom` wraps each tf.sign in a straight-through
 tf.custom_gradient, which leaves IdentityN nodes carrying
 ``_gradient_op_type: "CustomGradient-<N>"``: a name that only the process
 that built the graph can resolve. Both are frozen with TensorFlow's own
-tf.compat.v1.graph_util.convert_variables_to_constants. Input "x" [N, 16],
-output "logits" [N, 4].
+tf.compat.v1.graph_util.convert_variables_to_constants. `--kind rnn` is a
+binarized recurrent cell, h <- sign(h W + x U) three times, in a TF2
+tf.function frozen with convert_variables_to_constants_v2: by default that
+lowers the loop to TF1 control flow (Enter/Exit/NextIteration), which
+TensorFlow cannot differentiate after import; with `--functional`
+(lower_control_flow=False) the loop stays a While node whose body, with the
+Sign, is in the GraphDef's function library. Input "x" [N, 16], output
+"logits" [N, 4].
 
 `--differentiate FILE` imports FILE and prints d sum(logits)/dx on a fixed
 batch: with graph_override.frozen.import_graph_def (which resolves
@@ -25,6 +33,27 @@ import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def _import_tensorflow_quietly():
+    """Imports TensorFlow with file descriptor 2 pointed at /dev/null:
+    TensorFlow 2.21 prints absl start-up lines from native code that no
+    environment variable silences. (graph_override.cli does the same; it is
+    not used here because --plain must not import graph_override.)"""
+    if os.environ["TF_CPP_MIN_LOG_LEVEL"] < "3":
+        return
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow  # noqa: F401 pylint: disable=import-outside-toplevel,unused-import
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+_import_tensorflow_quietly()
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -69,6 +98,29 @@ def build_binarized_mlp(kind="sign", seed=0):
                 sess, graph.as_graph_def(), ["logits"])
 
 
+def build_binarized_rnn(functional=False, seed=0, steps=3):
+    """A frozen binarized recurrent cell as a GraphDef (see the module
+    docstring)."""
+    from tensorflow.python.framework.convert_to_constants import (  # pylint: disable=import-outside-toplevel
+        convert_variables_to_constants_v2)
+    rng = np.random.RandomState(seed)
+    hidden = SIZES[1]
+    u = tf.Variable(rng.randn(SIZES[0], hidden).astype(np.float32) / 4.0)
+    w = tf.Variable(rng.randn(hidden, hidden).astype(np.float32) / 8.0)
+    v = tf.Variable(rng.randn(hidden, SIZES[-1]).astype(np.float32) / 8.0)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, SIZES[0]], tf.float32, name="x")])
+    def rnn(x):
+        xu = tf.matmul(x, u)
+        _, h = tf.while_loop(lambda i, h: i < steps,
+                             lambda i, h: (i + 1, tf.sign(tf.matmul(h, w) + xu)),
+                             [tf.constant(0), xu])
+        return tf.identity(tf.matmul(h, v), name="logits")
+
+    return convert_variables_to_constants_v2(
+        rnn.get_concrete_function(), lower_control_flow=not functional).graph.as_graph_def()
+
+
 def differentiate(path, plain=False):
     """Prints d sum(logits)/dx of the frozen model at `path`; returns it."""
     x_value = np.random.RandomState(0).randn(4, SIZES[0]).astype(np.float32)
@@ -93,7 +145,9 @@ def differentiate(path, plain=False):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("output", nargs="?", help="where to write the GraphDef (.pb)")
-    parser.add_argument("--kind", choices=("sign", "custom"), default="sign")
+    parser.add_argument("--kind", choices=("sign", "custom", "rnn"), default="sign")
+    parser.add_argument("--functional", action="store_true",
+                        help="with --kind rnn: keep the loop a While node (control flow v2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--differentiate", metavar="FILE",
                         help="differentiate FILE instead of writing a model")
@@ -106,7 +160,10 @@ def main(argv=None):
     if not args.output:
         parser.error("give an output file, or --differentiate FILE")
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
-    graph_def = build_binarized_mlp(args.kind, args.seed)
+    if args.kind == "rnn":
+        graph_def = build_binarized_rnn(args.functional, args.seed)
+    else:
+        graph_def = build_binarized_mlp(args.kind, args.seed)
     frozen.save(graph_def, args.output)
     print("wrote %s: %d nodes" % (args.output, len(graph_def.node)))
     return 0

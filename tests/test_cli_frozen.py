@@ -1,6 +1,7 @@
 """`graph-override inspect` and `graph-override patch`: exit codes, output,
 and files written (or not)."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -262,3 +263,51 @@ def test_console_script_in_a_fresh_process(tmp_path):
     data = json.loads(proc.stdout)
     [failure] = data["gradient_failures"]
     assert failure["op"] == "IdentityN" and failure["gradient"].startswith("CustomGradient-")
+
+
+def test_repeated_parameter_is_a_usage_error(models, capsys):
+    folder, sign, _ = models
+    code, _, err = _main(capsys, "patch", sign, "-o", str(folder / "o.pb"), "--map",
+                         "Sign=ste_sign:clip_value=1,clip_value=2")
+    assert code == 2 and "'clip_value' is given twice" in err
+    assert not (folder / "o.pb").exists()
+
+
+@pytest.mark.parametrize("limit", ["-1", "0", "x"])
+def test_inspect_limit_must_be_positive(models, capsys, limit):
+    _, sign, _ = models
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["inspect", sign, "--limit", limit])
+    _, err = capsys.readouterr()
+    assert exc.value.code == 2 and "expected a positive number of rows" in err
+
+
+def test_inspect_limit_cuts_tables(models, capsys):
+    _, sign, _ = models
+    code, out, _ = _main(capsys, "inspect", sign, "--limit", "1")
+    assert code == 1 and "... 4 more op types" in out
+    assert "  ... and 1 more (use --json)" in out  # 2 zero-gradient nodes, 1 shown
+
+
+def test_inspect_prints_size_node_count_and_sha256(models, capsys):
+    """A file cut exactly between two nodes is valid protobuf and loads with
+    fewer nodes; the node count and the hash tell it from the original."""
+    folder, sign, _ = models
+    data = open(sign, "rb").read()
+    graph = frozen.load(sign)
+    head = tf.compat.v1.GraphDef()
+    head.node.extend(graph.node[:-1])  # all but the last node, 'y'
+    cut = head.SerializeToString()
+    assert data.startswith(cut) and len(cut) < len(data)
+    truncated = folder / "truncated.pb"
+    truncated.write_bytes(cut)
+    assert len(frozen.load(truncated).node) == len(graph.node) - 1  # loads silently
+    for path, raw, nodes in ((sign, data, len(graph.node)),
+                             (str(truncated), cut, len(graph.node) - 1)):
+        sha = hashlib.sha256(raw).hexdigest()
+        code, out, _ = _main(capsys, "inspect", path)
+        assert out.splitlines()[0] == "%s: %d bytes, sha256 %s" % (path, len(raw), sha)
+        assert out.splitlines()[1].startswith("%s: %d nodes," % (path, nodes))
+        code, out, _ = _main(capsys, "inspect", path, "--json")
+        report = json.loads(out)
+        assert (report["sha256"], report["bytes"], report["nodes"]) == (sha, len(raw), nodes)

@@ -219,6 +219,10 @@ def test_parse_rule(text, rule):
     ("*=flip_gradient", frozen.RuleError, "combine it with a name regex"),
     ("Sign=NoSuchGradient123", frozen.RuleError, "no gradient is registered"),
     ("gradient:=remove", frozen.RuleError, "needs a name or glob"),
+    ("Identity=clip_gradient:clip_value_min=-1,clip_value_max=1,clip_value_min=-2",
+     frozen.RuleError, "parameter 'clip_value_min' is given twice"),
+    ("Sign=ste_sign:clip_value=1, clip_value=2", frozen.RuleError,
+     "'clip_value' is given twice"),
 ])
 def test_parse_rule_errors(text, error, match):
     with pytest.raises(error, match=match):

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import frozen_graphs
 from graph_override import frozen, testing, tf2
 
 pytestmark = pytest.mark.slow
@@ -173,20 +174,33 @@ def world(tmp_path_factory):
         mobilenet, [output_rule])
     graphs["mobilenet_relu6_portable"], reports["mobilenet_relu6_portable"] = (
         frozen.make_portable(mobilenet, "Relu6=ste_round"))
+    # A binarized recurrent cell whose Sign is inside a While body.
+    rnn, _, rnn_output, rnn_w = frozen_graphs.frozen_tf_function(lower_control_flow=False)
+    x_rnn = rng.randn(2, 4).astype(np.float32)
+    up_rnn = rng.randn(2, 4).astype(np.float32)
+    np.save(folder / "x_rnn.npy", x_rnn)
+    np.save(folder / "up_rnn.npy", up_rnn)
+    # clip_value=1.5: a gradient name no other job of the worker registers.
+    rule = "Sign=ste_sign:clip_value=1.5"
+    graphs["rnn_patched"], reports["rnn_patched"] = frozen.patch(rnn, rule)
+    graphs["rnn_portable"], reports["rnn_portable"] = frozen.make_portable(rnn, rule)
     for name, graph_def in graphs.items():
         frozen.save(graph_def, folder / (name + ".pb"))
 
     def job(name, kind):
-        mlp = name.startswith("mlp")
-        return {"name": name, "file": str(folder / (name + ".pb")),
-                "input": "x:0", "output": "logits:0" if mlp else "Identity:0",
-                "x": str(folder / ("x_mlp.npy" if mlp else "x_mn.npy")),
-                "up": str(folder / ("up_mlp.npy" if mlp else "up_mn.npy")),
+        family = name.split("_")[0]
+        data = {"mlp": "mlp", "mobilenet": "mn", "rnn": "rnn"}[family]
+        return {"name": name, "file": str(folder / (name + ".pb")), "input": "x:0",
+                "output": {"mlp": "logits:0", "mobilenet": "Identity:0",
+                           "rnn": rnn_output + ":0"}[family],
+                "x": str(folder / ("x_%s.npy" % data)),
+                "up": str(folder / ("up_%s.npy" % data)),
                 "out": str(folder / (name + "_" + kind))}
 
-    patched = ["mlp_patched", "mlp_custom_patched", "mobilenet_patched", "mlp_custom"]
+    patched = ["mlp_patched", "mlp_custom_patched", "mobilenet_patched", "mlp_custom",
+               "rnn_patched"]
     plain = ["mlp", "mlp_portable", "mlp_custom_patched", "mobilenet",
-             "mobilenet_portable", "mobilenet_relu6_portable"]
+             "mobilenet_portable", "mobilenet_relu6_portable", "rnn_portable"]
     fresh = {"patched": _run_fresh(folder, "patched", [job(n, "patched") for n in patched]),
              "plain": _run_fresh(folder, "plain", [job(n, "plain") for n in plain])}
 
@@ -199,8 +213,15 @@ def world(tmp_path_factory):
     mn_ref = testing.evaluate(
         lambda t: tf2.flip_gradient(model(t, training=False), scale=0.5), x_mn, "eager",
         upstream=up_mn)
+    def rnn_fn(t):
+        h = t
+        for _ in range(3):
+            h = tf2.ste_sign(tf.matmul(h, rnn_w) + t, clip_value=1.5)
+        return h
+
+    rnn_ref = testing.evaluate(rnn_fn, x_rnn, "eager", upstream=up_rnn)
     return {"fresh": fresh, "load": load, "reports": reports, "graphs": graphs,
-            "mlp_ref": mlp_ref, "mn_ref": mn_ref}
+            "mlp_ref": mlp_ref, "mn_ref": mn_ref, "rnn_ref": rnn_ref}
 
 
 def test_fresh_processes_ran_as_intended(world):
@@ -268,3 +289,16 @@ def test_relu6_rewrite_covers_every_relu6(world):
     assert len(report.changes) == 35
     assert report.unresolved_left == []
     assert frozen.inspect(world["graphs"]["mobilenet_relu6_portable"]).ok
+
+
+@pytest.mark.parametrize("name, kind", [("rnn_patched", "patched"), ("rnn_portable", "plain")])
+def test_sign_in_a_while_body_differentiates_in_a_fresh_process(world, name, kind):
+    """The gradient names inside function bodies are resolved by
+    frozen.import_graph_def in a new process; the portable form needs no
+    graph_override at all."""
+    assert world["fresh"][kind][name] == {"ok": True}
+    y, dx = world["load"](name, kind)
+    ref = world["rnn_ref"]
+    np.testing.assert_allclose(y, ref.outputs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dx, ref.gradients[0], rtol=1e-5, atol=1e-6)
+    assert np.count_nonzero(dx) > 0

@@ -1,5 +1,7 @@
 """graph-override inspect: why would gradients through a frozen graph fail?"""
 
+import argparse
+import hashlib
 import json
 
 HELP = "list op types, failing gradients, gradient names and risky ops of a GraphDef"
@@ -13,9 +15,17 @@ DESCRIPTION = (
     "  - every _gradient_op_type name, whether it resolves here, and whether it\n"
     "    needs graph_override to resolve;\n"
     "  - risky ops worth a look before running an untrusted graph (file reads\n"
-    "    and writes, PyFunc/EagerPyFunc, debug dumps, remote calls).\n"
-    "Exit status: 0 nothing found, 1 failing gradients or risky ops, 2 the file\n"
-    "cannot be read as a GraphDef.")
+    "    and writes, PyFunc/EagerPyFunc, debug dumps, remote calls);\n"
+    "  - TF1 while loops (Enter/Exit/NextIteration), which TensorFlow cannot\n"
+    "    differentiate after importing a GraphDef;\n"
+    "  - nodes inside the function library (functional While/If bodies, Keras\n"
+    "    and TF2 exports) as well, named FUNCTION/NODE.\n"
+    "The first line gives the file's size, node count and sha256. A binary\n"
+    "GraphDef cut off exactly between two nodes is still valid protobuf and\n"
+    "loads with fewer nodes: compare the node count and sha256 with the\n"
+    "original's (e.g. `sha256sum model.pb` where it was written).\n"
+    "Exit status: 0 nothing found, 1 failing gradients, TF1 loops or risky ops,\n"
+    "2 bad usage or a file that cannot be read as a GraphDef.")
 EPILOG = """examples:
   graph-override inspect model.pb
   graph-override inspect model.pbtxt --json > report.json
@@ -30,18 +40,41 @@ def configure(parser):
     parser.add_argument("model", metavar="MODEL", help="GraphDef file (.pb or .pbtxt)")
     parser.add_argument("--json", action="store_true",
                         help="print the full report as JSON instead of tables")
-    parser.add_argument("--limit", type=int, default=30, metavar="N",
+    parser.add_argument("--limit", type=_positive_int, default=30, metavar="N",
                         help="rows per table in the text report (default 30)")
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            "expected a positive number of rows, got %r" % text)
+    return value
+
+
+def _file_digest(path):
+    """(size in bytes, sha256 hex digest) of the file at `path`."""
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
 
 
 def run(args):
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
     graph_def = frozen.load(args.model)
+    size, sha256 = _file_digest(args.model)
     report = frozen.inspect(graph_def)
     if args.json:
         out = report.to_dict()
-        out["file"] = args.model
+        out.update(file=args.model, bytes=size, sha256=sha256)
         print(json.dumps(out, indent=2))
     else:
+        print("%s: %d bytes, sha256 %s" % (args.model, size, sha256))
         print("%s: %s" % (args.model, report.format(limit=args.limit)))
     return 0 if report.ok else 1

@@ -18,6 +18,16 @@ DESCRIPTION = (
     "--select REGEX narrows every rule to node names matching REGEX (re.search).\n"
     "A node selected by several rules gets the first.\n"
     "\n"
+    "Refused (exit 1, nothing written): an estimator on a node whose output is\n"
+    "not its first input's dtype and shape (MatMul, OneHot: the gradient goes to\n"
+    "the first input); flip_gradient/scale_gradient/clip_gradient on an op that is\n"
+    "not an identity, where they would replace its gradient rather than scale it\n"
+    "(--allow-replace accepts that); any rule on a node inside a PartitionedCall\n"
+    "body, where TensorFlow would ignore it.\n"
+    "Nodes inside the function library (While/If bodies) are selected too and\n"
+    "named FUNCTION/NODE; --select matches that name. A graph with TF1 while loops\n"
+    "is patched, with a warning: tf.gradients cannot cross them after import.\n"
+    "\n"
     "Without --portable, estimator names such as graph_override.ste_sign(clip_value=1.0)\n"
     "are written into the graph: any process that imports graph_override resolves\n"
     "them (graph_override.frozen.import_graph_def). With --portable the nodes are\n"
@@ -50,6 +60,9 @@ def configure(parser):
                         help="report what would change; write nothing")
     parser.add_argument("--allow-no-match", action="store_true",
                         help="a rule that selects no node is not an error")
+    parser.add_argument("--allow-replace", action="store_true",
+                        help="let flip_gradient/scale_gradient/clip_gradient replace "
+                             "the gradient of an op that is not an identity")
     parser.add_argument("--force", action="store_true",
                         help="replace OUT if it exists (even if it is MODEL)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -75,7 +88,8 @@ def run(args):
         frozen.check_output_path(args.output, source=args.model, overwrite=args.force)
     apply = frozen.make_portable if args.portable else frozen.patch
     new, report = apply(graph_def, rules,
-                        on_no_match="ignore" if args.allow_no_match else "raise")
+                        on_no_match="ignore" if args.allow_no_match else "raise",
+                        allow_replace=args.allow_replace)
     if not args.dry_run:
         frozen.save(new, args.output, overwrite=args.force, source=args.model)
     after = frozen.inspect(new)

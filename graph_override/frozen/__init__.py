@@ -21,6 +21,9 @@ graph_override resolves; `make_portable` rewrites the selected nodes into
 stop_gradient subgraphs that plain TensorFlow differentiates correctly with
 no graph_override installed; `import_graph_def` resolves the graph's
 gradient names before importing and fails early, listing those it cannot.
+Nodes inside the function library (functional While/If bodies) are
+inspected and patched as ``FUNCTION/NODE``; TF1 while loops, which
+TensorFlow cannot differentiate after import, are reported.
 
 Example:
   >>> import tensorflow as tf

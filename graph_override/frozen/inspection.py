@@ -7,11 +7,13 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import _compat, registry
-from graph_override.frozen.reports import InspectReport
+from graph_override.frozen import library as library_mod
+from graph_override.frozen.reports import V1_LOOP_HELP, InspectReport
 from graph_override.frozen.rules import GRADIENT_ATTR, View, gradient_attr
 from graph_override.errors import GraphDefError
 
-__all__ = ["RISKY_OPS", "ZERO_GRADIENT_OPS", "inspect"]
+__all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "ZERO_GRADIENT_OPS", "inspect",
+           "v1_loops"]
 
 # Op types worth a look before running an untrusted graph, with why.
 RISKY_OPS = {
@@ -49,6 +51,46 @@ RISKY_OPS = {
 ZERO_GRADIENT_OPS = ("Sign", "Round", "Floor", "Ceil", "Rint")
 
 
+# The nodes of a TF1 while loop (control flow v1). TensorFlow differentiates
+# them only with the loop's WhileContext, which lives in the Python graph that
+# built them (or a MetaGraph's collections), not in a GraphDef: after
+# import_graph_def, tf.gradients through the loop fails with
+# "AttributeError: 'NoneType' object has no attribute 'outer_context'".
+# (TF1 tf.cond's Switch/Merge alone differentiate after import.)
+V1_LOOP_OPS = frozenset(("Enter", "RefEnter", "Exit", "RefExit", "NextIteration",
+                         "RefNextIteration", "LoopCond"))
+
+
+# convert_variables_to_constants_v2 names a lowered loop's nodes
+# LOOP/enter/_0, LOOP/exit/_3, LOOP/next_iteration/_5.
+_LOWERED_PARTS = frozenset(("enter", "exit", "next_iteration", "loop_cond", "switch",
+                            "merge"))
+
+
+def v1_loops(graph_def, ops=None):
+    """The TF1 while loops of `graph_def` that a gradient could cross:
+    [{"loop": name scope, "exits": [Exit nodes], "nodes": count}] for
+    loops with a float Exit, in graph order."""
+    ops = ops if ops is not None else [n.op for n in graph_def.node]
+    if V1_LOOP_OPS.isdisjoint(ops):
+        return []
+    loops = collections.OrderedDict()
+    nodes = graph_def.node
+    for i, op in enumerate(ops):
+        if op in V1_LOOP_OPS:
+            scope = nodes[i].name.rpartition("/")[0] or nodes[i].name
+            if scope.rpartition("/")[2] in _LOWERED_PARTS:
+                scope = scope.rpartition("/")[0] or scope
+            entry = loops.setdefault(scope, {"loop": scope, "exits": [], "nodes": 0,
+                                             "float": False})
+            entry["nodes"] += 1
+            if op in ("Exit", "RefExit"):
+                entry["exits"].append(nodes[i].name)
+                entry["float"] |= _may_carry_gradient(nodes[i])
+    return [{k: v for k, v in e.items() if k != "float"}
+            for e in loops.values() if e["float"]]
+
+
 def _name_failure(name):
     """Why tf.gradients fails on a node whose _gradient_op_type is `name`."""
     if registry.is_resolvable(name):
@@ -61,7 +103,7 @@ def _name_failure(name):
 
 def _op_failure(op, library):
     """Why tf.gradients fails on a node of type `op` with no gradient name."""
-    if op in library or _compat.has_gradient_entry(op):
+    if op in library or op in library_mod.CALL_OPS or _compat.has_gradient_entry(op):
         return None
     if not _compat.is_op_type(op):
         return op, ("unknown op type %s: not registered in this TensorFlow "
@@ -77,12 +119,19 @@ _DIFFERENTIABLE = frozenset(
 
 
 def _may_carry_gradient(node):
-    """False if every output of `node` has a dtype tf.gradients never
-    differentiates (bool, integers, strings): no gradient reaches it."""
+    """False if every output of `node`, or every input, has a dtype
+    tf.gradients never differentiates (bool, integers, strings): no gradient
+    reaches it, or it lies on no path from a float tensor (TensorListReserve
+    of a Keras LSTM)."""
     op_def = _compat.op_def(node.op)
     if op_def is None:
         return True
-    for arg in op_def.output_arg:
+    return (_any_differentiable(node, op_def.output_arg)
+            and (not op_def.input_arg or _any_differentiable(node, op_def.input_arg)))
+
+
+def _any_differentiable(node, args):
+    for arg in args:
         if arg.type:
             types = [arg.type]
         elif arg.type_attr:
@@ -133,6 +182,61 @@ def _of_constants(graph_def, view, candidates):
     return out
 
 
+def _zero_reason(op, symbolic):
+    fix = "--map %s=%s" % (op, "ste_sign" if op == "Sign" else
+                           "ste_round" if op in ("Round", "Rint") else "ste_floor")
+    if symbolic:
+        return ("%s has zero gradient, inside a PartitionedCall body, where no gradient "
+                "override takes effect: inline the call (freeze with "
+                "convert_variables_to_constants_v2), then patch with e.g. %s" % (op, fix))
+    return "%s has zero gradient; patch with e.g. %s" % (op, fix)
+
+
+def _inspect_functions(graph_def, library, op_failures, names, failures, zero, risky):
+    """Adds the findings inside library functions, as FUNCTION/NODE."""
+    modes = library_mod.body_modes(graph_def)
+    for function in graph_def.library.function:
+        fname = function.signature.name
+        consts = {n.name for n in function.node_def if n.op == "Const"}
+        uses, stopped = collections.Counter(), collections.Counter()
+        for other in function.node_def:
+            for ref in other.input:
+                if not ref.startswith("^"):
+                    uses[ref.partition(":")[0]] += 1
+                    if other.op == "StopGradient":
+                        stopped[ref.partition(":")[0]] += 1
+        for ref in function.ret.values():
+            uses[ref.partition(":")[0]] += 1
+        symbolic = modes.get(fname) == "symbolic"
+        for node in function.node_def:
+            address = "%s/%s" % (fname, node.name)
+            op = node.op
+            if op in RISKY_OPS:
+                risky.append({"node": address, "op": op, "reason": RISKY_OPS[op]})
+            gname = gradient_attr(node)
+            if gname is not None:
+                entry = names.setdefault(gname, {"name": gname, "count": 0, "nodes": []})
+                entry["count"] += 1
+                if len(entry["nodes"]) < 10:
+                    entry["nodes"].append(address)
+            if (not node.input or node.input[0].startswith("^")
+                    or not _may_carry_gradient(node)):
+                continue
+            if gname is None and op in ZERO_GRADIENT_OPS and (
+                    node.input[0].partition(":")[0] not in consts) and (
+                        uses[node.name] != stopped[node.name] or not uses[node.name]):
+                zero.append({"node": address, "op": op, "reason": _zero_reason(op, symbolic)})
+            if gname is None:
+                if op not in op_failures:
+                    op_failures[op] = _op_failure(op, library)
+                failure = op_failures[op]
+            else:
+                failure = _name_failure(gname)
+            if failure is not None:
+                failures.append({"node": address, "op": op,
+                                 "gradient": failure[0], "reason": failure[1]})
+
+
 def inspect(graph_def):
     """Op types, nodes whose gradient will fail, gradient names, risky ops.
 
@@ -142,7 +246,11 @@ def inspect(graph_def):
     they pass no gradient). Nodes without data inputs are skipped. Sign,
     Round, Floor, Ceil and Rint nodes are listed as zero-gradient nodes unless
     they only binarize constants (frozen weights) or feed a StopGradient or a
-    tf.custom_gradient IdentityN.
+    tf.custom_gradient IdentityN. TF1 while loops (Enter/Exit/NextIteration,
+    control flow v1), which tf.gradients cannot cross after a GraphDef
+    import, are listed in `v1_loops`. Nodes inside the function library
+    (functional While/If bodies, PartitionedCall bodies of TF2 and Keras
+    exports) are inspected too and named ``FUNCTION/NODE``.
 
     Example:
       >>> import tensorflow as tf
@@ -196,10 +304,7 @@ def inspect(graph_def):
                 or not _may_carry_gradient(node)):
             continue
         if gname is None and op in ZERO_GRADIENT_OPS and name not in bypassed:
-            zero.append({"node": name, "op": op, "reason": (
-                "%s has zero gradient; patch with e.g. --map %s=%s" % (
-                    op, op, "ste_sign" if op == "Sign" else
-                    "ste_round" if op in ("Round", "Rint") else "ste_floor"))})
+            zero.append({"node": name, "op": op, "reason": _zero_reason(op, False)})
         if gname is None:
             failure = op_failures[op]
         else:
@@ -209,15 +314,13 @@ def inspect(graph_def):
         if failure is not None:
             failures.append({"node": name, "op": op,
                              "gradient": failure[0], "reason": failure[1]})
-    for function in graph_def.library.function:
-        for node in function.node_def:
-            if node.op in RISKY_OPS:
-                risky.append({"node": "%s/%s" % (function.signature.name, node.name),
-                              "op": node.op, "reason": RISKY_OPS[node.op]})
+    if graph_def.library.function:
+        _inspect_functions(graph_def, library, op_failures, names, failures, zero, risky)
     for entry in names.values():
         entry["resolvable"] = registry.is_resolvable(entry["name"])
         entry["needs_graph_override"] = registry.parse_builtin_name(entry["name"]) is not None
     return InspectReport(
         nodes=len(graph_def.node), op_types=dict(counts.most_common()),
         gradient_failures=failures, gradient_names=list(names.values()),
-        risky_ops=risky, zero_gradients=zero, functions=len(library))
+        risky_ops=risky, zero_gradients=zero, functions=len(library),
+        v1_loops=v1_loops(graph_def, ops))

@@ -8,8 +8,11 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 from graph_override import (_compat, estimators,
                             registry)
 from graph_override.frozen import io as frozen_io
+from graph_override.frozen import library
 from graph_override.frozen import portable as portable_form
-from graph_override.frozen.reports import NodeChange, PatchReport
+from graph_override.frozen import verify
+from graph_override.frozen.inspection import v1_loops
+from graph_override.frozen.reports import V1_LOOP_HELP, NodeChange, PatchReport
 from graph_override.frozen.rules import (GRADIENT_ATTR, RuleError, View, as_rules,
                                             check_matches, gradient_attr, node_list,
                                             nodes_by_gradient, select)
@@ -39,10 +42,13 @@ def _float_dtype(enum, what, node, detail=""):
 
 def _dtype(node, what):
     attr = node.attr.get("T")
-    if attr is None or not attr.type:
+    if attr is not None and attr.type:
+        return _float_dtype(attr.type, what, node)
+    enum = verify.output_dtypes(node)[0]  # input 0's type, as the OpDef fixes it
+    if enum is None:
         raise RuleError("%s: node %r (op %s) has no 'T' dtype attr, so no "
                         "stop_gradient form can be built for it" % (what, node.name, node.op))
-    return _float_dtype(attr.type, what, node)
+    return _float_dtype(enum, what, node)
 
 
 def _rewrite_identity_n(node, rule, names, what):
@@ -113,7 +119,7 @@ def _rewrite_node(node, rule, names, what):
         device=node.device), what)
 
 
-def _apply(graph_def, rules, on_no_match, portable):
+def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
     what = "make_portable" if portable else "patch"
     if not isinstance(graph_def, graph_pb2.GraphDef):
         raise GraphDefError("%s(): expected a tf.compat.v1.GraphDef, got %s"
@@ -134,11 +140,20 @@ def _apply(graph_def, rules, on_no_match, portable):
                     "with graph_override.frozen.import_graph_def." % rule.estimator)
     view = View(graph_def)
     selected, owner = select(graph_def, view, rules)
-    check_matches(rules, selected, on_no_match)
+    in_functions = (library.select_function_nodes(graph_def, rules)
+                    if graph_def.library.function else {})
+    check_matches(rules, {r: list(selected[r]) + in_functions.get(r, [])
+                          for r in selected}, on_no_match)
+    if portable and owner:
+        _check_single_output(graph_def, owner, rules)
+    verify.check_fits(graph_def, view.ops, owner, rules, what, allow_replace=allow_replace)
     if not portable and not view.has_gradient_attrs and not any(
+            in_functions.values()) and not any(
             rules[r].remove or (rules[r].estimator and view.ops[i] == "IdentityN")
             for i, r in owner.items()):
-        return _set_names_fast(graph_def, view, rules, selected, owner)
+        new, report = _set_names_fast(graph_def, view, rules, selected, owner)
+        report.warnings = _loop_warnings(graph_def, view)
+        return new, report
     # A copy: parsing the bytes at hand is faster than CopyFrom.
     new = graph_pb2.GraphDef.FromString(view.data)
     changes, added = [], []  # added: serialized GraphDef node fields
@@ -146,8 +161,6 @@ def _apply(graph_def, rules, on_no_match, portable):
     if portable or any(view.ops[i] == "IdentityN" for i in owner
                        if rules[owner[i]].estimator):
         names = set(view.names)
-    if portable and owner:
-        _check_single_output(graph_def, owner, rules)
     # Per rule, once: its text, target name (resolved) and encoded bytes.
     texts = [str(r) for r in rules]
     targets = [r.target for r in rules]
@@ -185,16 +198,37 @@ def _apply(graph_def, rules, on_no_match, portable):
                                     "gradient to; narrow the rule %s" % (name, op, rule))
             attrs[GRADIENT_ATTR].s = encoded[r]
             changes.append(NodeChange(name, op, "set", before, targets[r], texts[r]))
-    nodes_added = 0
+    function_changes, function_nodes, rewritten = [], 0, []
+    if any(in_functions.values()):
+        function_changes, function_nodes, rewritten = library.apply_to_functions(
+            new, in_functions, rules, what, portable=portable,
+            allow_replace=allow_replace, dtype_of=_dtype)
+        changes += [NodeChange(*c) for c in function_changes]
+    nodes_added = function_nodes
     if added:
         count = len(new.node)
         new = graph_pb2.GraphDef.FromString(new.SerializeToString() + b"".join(added))
-        nodes_added = len(new.node) - count
+        nodes_added += len(new.node) - count
     report = PatchReport(changes=changes, nodes_added=nodes_added, portable=portable,
-                         rule_matches=[(str(r), len(selected[j])) for j, r in enumerate(rules)])
+                         rule_matches=[(str(r), len(selected[j]) + len(in_functions.get(j, ())))
+                                       for j, r in enumerate(rules)])
     if portable:
         report.unresolved_left = _non_portable_names(new)
+    if nodes_added:
+        verify.check_imports(new, what, rewritten)
+    report.warnings = _loop_warnings(graph_def, view)
     return new, report
+
+
+def _loop_warnings(graph_def, view):
+    """The TF1 while loops that keep tf.gradients from working on the result."""
+    loops = v1_loops(graph_def, view.ops)
+    if not loops:
+        return []
+    return ["the graph holds %d TF1 while loop(s) (%s): tf.gradients through them "
+            "fails after import, patched or not; %s" % (
+                len(loops), ", ".join(e["loop"] for e in loops[:5])
+                + (" ..." if len(loops) > 5 else ""), V1_LOOP_HELP)]
 
 
 def _set_names_fast(graph_def, view, rules, selected, owner):
@@ -259,7 +293,7 @@ def _non_portable_names(graph_def):
             or not _compat.has_gradient_entry(name)]
 
 
-def patch(graph_def, rules, *, on_no_match="raise"):
+def patch(graph_def, rules, *, on_no_match="raise", allow_replace=False):
     """Sets, replaces or removes the gradient of the nodes `rules` select.
 
     An estimator rule sets ``_gradient_op_type`` to the estimator's
@@ -277,17 +311,35 @@ def patch(graph_def, rules, *, on_no_match="raise"):
         first.
       on_no_match: "raise" (`NoMatchError`), "warn" or "ignore" for a rule
         that selects no node.
+      allow_replace: let flip_gradient, scale_gradient and clip_gradient
+        replace the gradient of ops that are not identities (see below).
+
+    Nodes inside the function library (While/If bodies) are selected like
+    top-level nodes, named ``FUNCTION/NODE`` in the report; the functions
+    changed get new names (see `graph_override.frozen.library`). Rules on
+    nodes inside a PartitionedCall body are refused: TensorFlow
+    differentiates those bodies in C++ and would ignore the change.
+
+    An estimator's gradient goes to the node's first input, so a node whose
+    output 0 differs from that input in dtype or shape (MatMul, OneHot) is
+    refused. flip_gradient and scale_gradient mean -scale * dy and
+    scale * dy through an identity; on any other op (c = a * b) they would
+    replace its gradient (dc/da = scale instead of scale * b) and leave its
+    other inputs without one, so they are refused there unless
+    `allow_replace` is given.
 
     Returns:
       ``(new_graph_def, PatchReport)``.
 
     Raises:
-      RuleError, UnknownOpTypeError, NoMatchError: see above.
+      RuleError: a rule that cannot work on a node it selects (see above);
+        UnknownOpTypeError, NoMatchError: see above.
     """
-    return _apply(graph_def, rules, on_no_match, portable=False)
+    return _apply(graph_def, rules, on_no_match, portable=False,
+                  allow_replace=allow_replace)
 
 
-def make_portable(graph_def, rules, *, on_no_match="raise"):
+def make_portable(graph_def, rules, *, on_no_match="raise", allow_replace=False):
     """Rewrites the selected nodes into stop_gradient subgraphs.
 
     Node N becomes ``N/graph_override_forward`` (its op, unchanged) and a
@@ -313,8 +365,15 @@ def make_portable(graph_def, rules, *, on_no_match="raise"):
     Returns:
       ``(new_graph_def, PatchReport)``.
 
+    The result is imported into a fresh tf.Graph before it is returned;
+    a rewrite TensorFlow would not import is refused.
+
     Raises:
       RuleError: clip_gradient, a registered name, a multi-output node, a
-        non-float node; UnknownOpTypeError, NoMatchError as in `patch`.
+        non-float node, and what `patch` refuses (a node whose output is
+        not its first input's dtype and shape; flip_gradient and
+        scale_gradient on a non-identity without `allow_replace`);
+        UnknownOpTypeError, NoMatchError as in `patch`.
     """
-    return _apply(graph_def, rules, on_no_match, portable=True)
+    return _apply(graph_def, rules, on_no_match, portable=True,
+                  allow_replace=allow_replace)

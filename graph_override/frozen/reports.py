@@ -3,7 +3,16 @@
 
 import dataclasses
 
-__all__ = ["InspectReport", "NodeChange", "PatchReport"]
+__all__ = ["InspectReport", "NodeChange", "PatchReport", "V1_LOOP_HELP", "v1_loop_lines"]
+
+# What a user can do about a TF1 while loop in a frozen graph.
+V1_LOOP_HELP = (
+    "re-export the model with control flow v2 (freeze with "
+    "convert_variables_to_constants_v2(fn, lower_control_flow=False), or build "
+    "the TF1 graph after tf.compat.v1.enable_control_flow_v2()), or differentiate "
+    "it where its loop contexts exist (the process that built it, or its "
+    "MetaGraph through tf.compat.v1.train.import_meta_graph); gradients whose "
+    "path does not cross a loop still work")
 
 
 @dataclasses.dataclass
@@ -23,16 +32,18 @@ class NodeChange:
 @dataclasses.dataclass
 class PatchReport:
     """What `patch` / `make_portable` did: every node changed, how many each
-    rule selected, the nodes added, and gradient names left that plain
-    TensorFlow cannot resolve."""
+    rule selected, the nodes added, gradient names left that plain
+    TensorFlow cannot resolve, and warnings (TF1 while loops, which
+    tf.gradients cannot cross after import, patched or not)."""
     changes: list
     rule_matches: list      # [(rule text, number of nodes selected)]
     nodes_added: int = 0
     portable: bool = False
     unresolved_left: list = dataclasses.field(default_factory=list)
+    warnings: list = dataclasses.field(default_factory=list)  # e.g. TF1 loops
 
     def to_dict(self):
-        return {"portable": self.portable,
+        return {"portable": self.portable, "warnings": list(self.warnings),
                 "changes": [c.to_dict() for c in self.changes],
                 "rules": [{"rule": r, "selected": n} for r, n in self.rule_matches],
                 "nodes_added": self.nodes_added,
@@ -51,7 +62,7 @@ class PatchReport:
                          % (len(self.changes) - limit))
         for rule, n in self.rule_matches:
             lines.append("rule %s: %d node(s) selected" % (rule, n))
-        for item in self.unresolved_left:
+        for item in list(self.unresolved_left) + list(self.warnings):
             lines.append("warning: %s" % item)
         return "\n".join(lines)
 
@@ -69,11 +80,14 @@ class InspectReport:
     risky_ops: list                      # dicts: node, op, reason
     zero_gradients: list = dataclasses.field(default_factory=list)  # dicts: node, op, reason
     functions: int = 0
+    v1_loops: list = dataclasses.field(default_factory=list)  # dicts: loop, exits, nodes
 
     @property
     def ok(self):
-        """True if no gradient fails or vanishes and no risky op was found."""
-        return not (self.gradient_failures or self.zero_gradients or self.risky_ops)
+        """True if no gradient fails or vanishes, no TF1 loop blocks
+        gradients and no risky op was found."""
+        return not (self.gradient_failures or self.zero_gradients or self.risky_ops
+                    or self.v1_loops)
 
     def to_dict(self):
         return {"nodes": self.nodes, "functions": self.functions,
@@ -81,6 +95,7 @@ class InspectReport:
                 "gradient_failures": list(self.gradient_failures),
                 "gradient_names": list(self.gradient_names),
                 "zero_gradients": list(self.zero_gradients),
+                "v1_loops": list(self.v1_loops),
                 "risky_ops": list(self.risky_ops), "ok": self.ok}
 
     def format(self, limit=30):
@@ -112,9 +127,15 @@ class InspectReport:
             lines.append("  repair: graph-override patch MODEL -o OUT --map "
                          "'gradient:NAME=<estimator>' (or =remove); op types: "
                          "--map OPTYPE=<estimator>")
+        elif self.v1_loops:
+            lines.append("gradients: every differentiable node outside the TF1 "
+                         "loops below has a gradient")
         else:
             lines.append("gradients: every differentiable node has a gradient")
         lines.append("")
+        if self.v1_loops:
+            lines += v1_loop_lines(self.v1_loops, limit)
+            lines.append("")
         if self.zero_gradients:
             lines.append("%d node(s) whose gradient is zero everywhere (tf.gradients "
                          "gives zeros or None through them):" % len(self.zero_gradients))
@@ -133,6 +154,20 @@ class InspectReport:
         return "\n".join(lines)
 
     __str__ = format
+
+
+def v1_loop_lines(loops, limit=30):
+    """The text report of TF1 while loops (see `inspect`)."""
+    lines = ["%d TF1 while loop(s) (Enter/Exit/NextIteration): tf.gradients cannot "
+             "cross them after a GraphDef import ('NoneType' object has no attribute "
+             "'outer_context'), patched or not:" % len(loops)]
+    lines += _table([("loop", "nodes", "exits")] + [
+        (e["loop"], str(e["nodes"]), ", ".join(e["exits"][:3])
+         + (" ..." if len(e["exits"]) > 3 else "")) for e in loops[:limit]])
+    if len(loops) > limit:
+        lines.append("  ... and %d more (use --json)" % (len(loops) - limit))
+    lines.append("  what to do: " + V1_LOOP_HELP)
+    return lines
 
 
 def _table(rows):

@@ -179,6 +179,9 @@ def parse_rule(text, *, name_regex=None):
             if not sep or not key.strip().isidentifier():
                 raise RuleError("--map %r: parameter %r should be KEY=VALUE"
                                 % (text, item))
+            if key.strip() in params:
+                raise RuleError("--map %r: parameter %r is given twice; give each "
+                                "parameter once" % (text, key.strip()))
             params[key.strip()] = _parse_value(value)
         kwargs.update(estimator=name, params=params)
     elif action == "remove":
@@ -211,13 +214,20 @@ def gradient_attr(node):
 
 def nodes_by_gradient(graph_def):
     """{gradient name: [node names]} of the nodes carrying `_gradient_op_type`,
-    in graph order; a byte search skips graphs that carry none."""
+    in graph order, then those inside library functions (as FUNCTION/NODE);
+    a byte search skips graphs that carry none."""
     out = collections.OrderedDict()
     if GRADIENT_ATTR_BYTES in graph_def.SerializeToString():
         for node in graph_def.node:
             name = gradient_attr(node)
             if name is not None:
                 out.setdefault(name, []).append(node.name)
+        for function in graph_def.library.function:
+            for node in function.node_def:
+                name = gradient_attr(node)
+                if name is not None:
+                    out.setdefault(name, []).append(
+                        "%s/%s" % (function.signature.name, node.name))
     return out
 
 

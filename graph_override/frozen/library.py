@@ -1,0 +1,304 @@
+"""Nodes inside a GraphDef's function library (see `graph_override.frozen`).
+
+Graphs exported from TF2 and Keras, and TF1 graphs built with control flow
+v2, keep ops inside functions: the bodies of functional While/If/Case
+nodes and of PartitionedCall/StatefulPartitionedCall. Those nodes are
+addressed ``FUNCTION/NODE`` in reports and by name regexes.
+
+How TensorFlow differentiates a function body after import decides what a
+gradient override there does:
+
+* While/If/Case bodies (reached from the graph through control flow ops
+  only) are rebuilt as Python graphs and differentiated by tf.gradients
+  (while_v2 and cond_v2), which honours ``_gradient_op_type``: `patch` sets
+  the name there, as on top-level nodes.
+* PartitionedCall bodies, and everything reached through one, are
+  differentiated by a ``SymbolicGradient`` node, in C++, which never reads
+  ``_gradient_op_type`` (tensorflow/python/ops/gradients_util.py: an
+  imported function has no python_grad_func). A name set there would be
+  silently ignored, and the stop_gradient form uses ops that have no C++
+  gradient (IsFinite), so `patch` and `make_portable` refuse estimators and
+  gradient names there, saying how to inline the call.
+"""
+
+import collections
+import fnmatch
+import hashlib
+import re
+
+from graph_override import _compat
+from graph_override.frozen import portable as portable_form
+from graph_override.frozen.rules import GRADIENT_ATTR, RuleError, gradient_attr
+from tensorflow.core.framework import graph_pb2
+
+__all__ = ["CALL_OPS", "CONTROL_FLOW_OPS", "apply_to_functions", "body_modes",
+           "rename_functions", "rewrite_function_node", "select_function_nodes"]
+
+CALL_OPS = frozenset(("PartitionedCall", "StatefulPartitionedCall"))
+CONTROL_FLOW_OPS = frozenset(("While", "StatelessWhile", "If", "StatelessIf", "Case",
+                              "StatelessCase"))
+
+
+def _called(node):
+    """The names of the functions a node's attrs refer to."""
+    for value in node.attr.values():
+        if value.HasField("func"):
+            yield value.func.name
+        elif value.HasField("list"):
+            for f in value.list.func:
+                yield f.name
+
+
+def body_modes(graph_def):
+    """{function name: "python" | "symbolic"}: how tf.gradients
+    differentiates each function's body after import (see the module
+    docstring). Functions no node reaches are left out."""
+    library = {f.signature.name: f for f in graph_def.library.function}
+    modes = {}
+    todo = [(graph_def.node, "python")]
+    while todo:
+        nodes, mode = todo.pop()
+        for node in nodes:
+            callees = list(_called(node))
+            if node.op in library:
+                callees.append(node.op)
+            if not callees:
+                continue
+            child = mode if node.op in CONTROL_FLOW_OPS else "symbolic"
+            for name in callees:
+                if name not in library:
+                    continue
+                old = modes.get(name)
+                if old == "symbolic" or old == child:
+                    continue
+                modes[name] = child
+                todo.append((library[name].node_def, child))
+    return modes
+
+
+def select_function_nodes(graph_def, rules):
+    """{rule index: [(function index, node index)]}, the first rule
+    selecting a node winning; name regexes see ``FUNCTION/NODE``."""
+    selected = collections.OrderedDict((r, []) for r in range(len(rules)))
+    searches = [re.compile(r.name_regex).search if r.name_regex is not None else None
+                for r in rules]
+    for f, function in enumerate(graph_def.library.function):
+        fname = function.signature.name
+        for i, node in enumerate(function.node_def):
+            for r, rule in enumerate(rules):
+                if rule.op_type is not None and node.op != rule.op_type:
+                    continue
+                if searches[r] is not None and not searches[r]("%s/%s" % (fname, node.name)):
+                    continue
+                if rule.gradient_op_type is not None:
+                    gname = gradient_attr(node)
+                    if gname is None or not fnmatch.fnmatchcase(gname, rule.gradient_op_type):
+                        continue
+                selected[r].append((f, i))
+                break
+    return selected
+
+
+def _output_arg(op_type, index):
+    """The FunctionDef name of output `index` of a single-tensor-output op:
+    ``ARG:0``."""
+    op_def = _compat.op_def(op_type)
+    if op_def is None or index >= len(op_def.output_arg):
+        raise RuleError("no OpDef output %d for op %s" % (index, op_type))
+    return "%s:0" % op_def.output_arg[index].name
+
+
+def _first_output_ref(node):
+    """How function nodes refer to output 0 of `node`: ``NODE:ARG:0``."""
+    return "%s:%s" % (node.name, _output_arg(node.op, 0))
+
+
+def rewrite_function_node(function, index, rule, dtype, what):
+    """Rewrites node `index` of `function` (a FunctionDef, changed in place)
+    into the stop_gradient form of `rule`'s estimator, as
+    `graph_override.frozen.make_portable` does with top-level nodes.
+
+    Raises:
+      RuleError: the node has no data input, or its outputs other than
+        output 0 are used.
+    """
+    node = function.node_def[index]
+    fname = function.signature.name
+    address = "%s/%s" % (fname, node.name)
+    inputs = [i for i in node.input if not i.startswith("^")]
+    if not inputs:
+        raise RuleError("%s: node %r (op %s) has no input to pass a gradient to"
+                        % (what, address, node.op))
+    old_ref = _first_output_ref(node)
+    users = [n.name for n in function.node_def for ref in n.input
+             if ref.startswith(node.name + ":") and ref != old_ref]
+    users += ["the function's result %r" % key for key, ref in function.ret.items()
+              if ref.startswith(node.name + ":") and ref != old_ref]
+    if users:
+        raise RuleError("%s: node %r is used through an output other than its first "
+                        "(by %s); only single-output nodes can be rewritten"
+                        % (what, address, users[0]))
+    names = {n.name for n in function.node_def}
+    original = node.name
+    forward = original + "/graph_override_forward"
+    if forward in names:
+        raise RuleError("%s: node name %r exists already in function %s; was this "
+                        "graph patched or made portable before?" % (what, forward, fname))
+    node.name = forward
+    if GRADIENT_ATTR in node.attr:
+        del node.attr[GRADIENT_ATTR]
+    new_names, data = portable_form.stamp(
+        rule.estimator, rule.params, dtype, x_ref=inputs[0],
+        y_ref="%s:%s" % (forward, _output_arg(node.op, 0)),
+        prefix=original + "/graph_override_portable/", out_name=original,
+        device=node.device)
+    taken = names.intersection(n for n in new_names if n != original)
+    if taken:
+        raise RuleError("%s: node name %r exists already in function %s; was this "
+                        "graph patched or made portable before?"
+                        % (what, sorted(taken)[0], fname))
+    stamped = graph_pb2.GraphDef.FromString(data).node
+    ops = {n.name: n.op for n in stamped}
+    for new in stamped:
+        refs = []
+        for ref in new.input:
+            control = ref.startswith("^")
+            body = ref[1:] if control else ref
+            base, _, k = body.partition(":")
+            if not control and base in ops and body.count(":") < 2:
+                body = "%s:%s" % (base, _output_arg(ops[base], int(k or 0)))
+            refs.append(("^" if control else "") + body)
+        del new.input[:]
+        new.input.extend(refs)
+    function.node_def.extend(stamped)
+    new_ref = "%s:%s" % (original, _output_arg(ops[original], 0))
+    for other in function.node_def:
+        for j, ref in enumerate(other.input):
+            if ref == old_ref:
+                other.input[j] = new_ref
+    for key, ref in list(function.ret.items()):
+        if ref == old_ref:
+            function.ret[key] = new_ref
+    return len(stamped)
+
+
+def apply_to_functions(graph_def, selected, rules, what, *, portable, allow_replace,
+                       dtype_of):
+    """Applies `rules` to the function nodes `selected` picked, in
+    `graph_def` (a copy, changed in place).
+
+    Returns:
+      (changes as NodeChange arguments, nodes added, names of the
+      functions rewritten).
+
+    Raises:
+      RuleError: a rule that could not take effect (an estimator or a
+        gradient name in a PartitionedCall body), and what `patch` refuses
+        on top-level nodes.
+    """
+    from graph_override import registry  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen import verify  # pylint: disable=import-outside-toplevel
+    modes = body_modes(graph_def)
+    functions = graph_def.library.function
+    changes, added, rewritten, shapes = [], 0, [], collections.defaultdict(list)
+    by_node = sorted((f, i, r) for r, picked in selected.items() for f, i in picked)
+    # Rewrites append nodes: go through each function's nodes from the back.
+    for f, i, r in sorted(by_node, key=lambda t: (t[0], -t[1])):
+        rule, function = rules[r], functions[f]
+        node = function.node_def[i]
+        fname = function.signature.name
+        address = "%s/%s" % (fname, node.name)
+        symbolic = modes.get(fname) == "symbolic"
+        before = gradient_attr(node)
+        if rule.remove:
+            if before is not None:
+                del node.attr[GRADIENT_ATTR]
+                changes.append((address, node.op, "remove", before, None, str(rule)))
+            continue
+        if symbolic:
+            raise RuleError(
+                "%s: node %r is inside %s, which TensorFlow differentiates as a whole "
+                "through a PartitionedCall (a SymbolicGradient node, in C++): a "
+                "gradient name set there would be silently ignored, and the "
+                "stop_gradient form has ops without C++ gradients. Inline the call "
+                "first (freezing with convert_variables_to_constants_v2 inlines "
+                "PartitionedCall bodies), or select nodes outside it; remove rules "
+                "work." % (what, address, fname))
+        if rule.gradient is not None:
+            registry.resolve(rule.gradient)
+            node.attr[GRADIENT_ATTR].s = rule.gradient.encode("utf-8")
+            changes.append((address, node.op, "set", before, rule.gradient, str(rule)))
+            continue
+        if node.op == "IdentityN":
+            raise RuleError("%s: node %r: an estimator on an IdentityN inside a function "
+                            "body is not supported; use remove, or select the op the "
+                            "IdentityN wraps" % (what, address))
+        verify.check_fits_node(node, address, rule, what, allow_replace=allow_replace)
+        if portable:
+            added += rewrite_function_node(function, i, rule, dtype_of(node, what), what)
+            if fname not in rewritten:
+                rewritten.append(fname)
+            changes.append((address, node.op, "rewrite", before,
+                            "stop_gradient form of " + rule.target, str(rule)))
+        else:
+            registry.resolve(rule.target)
+            node.attr[GRADIENT_ATTR].s = rule.target.encode("utf-8")
+            shapes[fname].append((node.name, rule))
+            changes.append((address, node.op, "set", before, rule.target, str(rule)))
+    for fname, named in shapes.items():
+        verify.check_function_shapes(graph_def, fname, named, what)
+    changed = {c[0].split("/", 1)[0] for c in changes}
+    renamed = rename_functions(graph_def, changed) if changed else {}
+    changes.sort(key=lambda c: c[0])
+    return changes, added, [renamed.get(n, n) for n in rewritten]
+
+
+def rename_functions(graph_def, changed):
+    """Gives the `changed` functions, the functions called next to them
+    (the cond of a While whose body changed, the other branch of an If) and
+    the functions holding calls to any of these, new names ending in a hash
+    of the changes; returns {old name: new name}.
+
+    TensorFlow names the functions it derives while differentiating a
+    While or If after the originals (``while_cond_7_rewritten``) and keeps
+    them process-wide: differentiating the original and the patched graph
+    in one process would otherwise fail with "Attempting to add a duplicate
+    function with name ... where the previous and current definitions
+    differ".
+    """
+    library = {f.signature.name: f for f in graph_def.library.function}
+    digest = hashlib.sha256()
+    for name in sorted(changed):
+        digest.update(library[name].SerializeToString(deterministic=True))
+    owners = [(None, graph_def.node)] + [(n, f.node_def) for n, f in library.items()]
+    rename, frontier = set(), set(changed)
+    while frontier:
+        rename |= frontier
+        found = set()
+        for owner, nodes in owners:
+            for node in nodes:
+                refs = set(_called(node)) | ({node.op} if node.op in library else set())
+                if refs & rename:
+                    found |= (refs & set(library)) - rename
+                    if owner is not None and owner not in rename:
+                        found.add(owner)
+        frontier = found
+    mapping = {n: "%s_go%s" % (n, digest.hexdigest()[:8]) for n in rename}
+    for name in rename:
+        library[name].signature.name = mapping[name]
+    for _, nodes in owners:
+        for node in nodes:
+            if node.op in mapping:
+                node.op = mapping[node.op]
+            for value in node.attr.values():
+                if value.HasField("func") and value.func.name in mapping:
+                    value.func.name = mapping[value.func.name]
+                elif value.HasField("list"):
+                    for f in value.list.func:
+                        if f.name in mapping:
+                            f.name = mapping[f.name]
+    for gradient in graph_def.library.gradient:
+        for field in ("function_name", "gradient_func"):
+            if getattr(gradient, field) in mapping:
+                setattr(gradient, field, mapping[getattr(gradient, field)])
+    return mapping
