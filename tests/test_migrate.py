@@ -168,6 +168,10 @@ UNSAFE = [
      "not in this tool's table"),
     ('with g.gradient_override_map({"MatMul": "A"}):\n    y = tf.matmul(x, w)\n',
      "depending on its arguments"),
+    ('with g.gradient_override_map({"ZerosLike": "A"}):\n    y = tf.zeros_like(x)\n',
+     "creates Const or Fill or ZerosLike depending on its arguments"),
+    ('with g.gradient_override_map({"Shape": "A"}):\n    y = tf.shape(x)\n',
+     "creates Const or Shape depending on its arguments"),
     ('with g.gradient_override_map({"PyFunc": "N"}):\n    y = tf.py_func(f, [x], tf.float32)\n',
      "in TF2 use tf.py_function inside a tf.custom_gradient"),
     ('with g.gradient_override_map({"Mul": "A"}):\n    y = x * w\n',
@@ -763,3 +767,70 @@ def test_migrate_never_imports_tensorflow(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 1, proc.stderr
+
+
+# ---------------------------------------------------------------------------
+# The table of TensorFlow functions, checked against TensorFlow itself.
+
+_BINARY = {"multiply", "maximum", "minimum", "subtract", "less", "less_equal",
+           "greater", "greater_equal", "equal", "add", "divide", "truediv", "matmul"}
+
+
+def _table_args(tf, name, shape):
+    """Arguments for table function `name` (canonical), on placeholders."""
+    base = name.rsplit(".", 1)[-1]
+    x = tf.compat.v1.placeholder(tf.float32, shape)
+    y = tf.compat.v1.placeholder(tf.float32, shape)
+    m = tf.compat.v1.placeholder(tf.float32, [None, 4] if shape[0] is None else [3, 4])
+    mt = tf.compat.v1.placeholder(tf.float32, [4, None] if shape[0] is None else [4, 3])
+    b = tf.compat.v1.placeholder(tf.float32, [4])
+    cond = tf.compat.v1.placeholder(tf.bool, shape)
+    return {
+        "bias_add": (m, b), "stack": ([x, y],), "concat": ([x, y], 0),
+        "split": (x, 2), "where": (cond, x, y), "cast": (x, tf.int32),
+        "reshape": (x, [-1]), "clip_by_value": (x, -1.0, 1.0),
+        "constant": (1.0,), "convert_to_tensor": (1.0,), "zeros": ([2],),
+        "ones": ([2],), "transpose": (m,), "matmul": (m, mt),
+        "name_scope": ("s",), "variable_scope": ("s",), "device": ("/cpu:0",),
+        "control_dependencies": ([],), "get_default_graph": (),
+        "as_dtype": ("float32",),
+    }.get(base, (x, y) if base in _BINARY else (x,))
+
+
+def _resolve(tf, name):
+    found = []
+    for namespace in (tf.compat.v1, tf):
+        obj = namespace
+        for part in name.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            found.append(obj)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(_migrate_tables.OP_TYPES))
+def test_every_table_entry_is_what_tensorflow_builds(name):
+    """Builds each table function with TensorFlow (tf.compat.v1 and TF2
+    names, unknown and static shapes) and reads the created ops' types."""
+    import tensorflow as tf
+    declared = _migrate_tables.OP_TYPES[name]
+    fns = _resolve(tf, name)
+    assert fns, "%s is in the table but neither tf.compat.v1 nor tf has it" % name
+    for fn in fns:
+        if not callable(fn):
+            assert isinstance(fn, tf.DType) and not declared
+            continue
+        for shape in ([None], [4]):
+            with tf.Graph().as_default() as graph:
+                args = _table_args(tf, name, shape)
+                before = {op.name for op in graph.get_operations()}
+                fn(*args)
+                created = [op for op in graph.get_operations() if op.name not in before]
+            built = {op.type for op in created} - {"Const"}
+            single = _migrate_tables.op_types_of(name)
+            if len(single) == 1 and name in _migrate_tables._SINGLE_NAMES:
+                (want,) = single
+                assert built == {want}, (name, shape, sorted(built))
+                assert created[-1].type == want, (name, shape, created[-1].type)
+            else:
+                assert built <= declared, (name, shape, sorted(built - declared))

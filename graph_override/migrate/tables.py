@@ -60,8 +60,6 @@ _SINGLE = {
     "GreaterEqual": ["greater_equal", "math.greater_equal"],
     "Equal": ["equal", "math.equal"],
     "Pack": ["stack"],
-    "ZerosLike": ["zeros_like"],
-    "Shape": ["shape"],
 }
 
 # Functions whose op types depend on their arguments or that create several
@@ -91,6 +89,9 @@ _SEVERAL = {
     "constant": {"Const"},
     "convert_to_tensor": {"Const"},
     "ones_like": {"OnesLike", "Fill", "Const", "Shape"},
+    # A static shape makes these a Const in graph mode.
+    "zeros_like": {"ZerosLike", "Const", "Fill"},
+    "shape": {"Shape", "Const"},
     "zeros": {"Fill", "Const", "Zeros"},
     "ones": {"Fill", "Const", "Ones"},
     "where": {"Select", "SelectV2", "Where"},
@@ -109,6 +110,9 @@ _SEVERAL = {
 }
 
 OP_TYPES = {}
+# Names that create exactly one op (of the type OP_TYPES gives): the ones a
+# conversion wraps in op_with_gradient.
+_SINGLE_NAMES = frozenset(n for names in _SINGLE.values() for n in names)
 for _type, _names in _SINGLE.items():
     for _name in _names:
         OP_TYPES[_name] = frozenset([_type])
