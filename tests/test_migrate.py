@@ -683,6 +683,8 @@ def test_calls_of_a_projects_own_wrappers_are_listed(tmp_path, capsys):
     assert "wrapper_lib.override(...)" in lines[11] and "(Floor: " in lines[11]
     assert not user.result.modified
     lib_lines = {s.line: s.message for s in lib.result.untouched}
+    assert "override() is a wrapper around gradient_override_map" in lib_lines[6]
+    assert "overriding() is a wrapper around gradient_override_map" in lib_lines[11]
     assert "self.scope(...) calls scope (this file:16)" in lib_lines[20]
     assert "hands the gradient_override_map context to its caller" in lib_lines[20]
     assert not lib.result.modified

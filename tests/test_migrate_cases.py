@@ -47,20 +47,22 @@ SPECS = {
     "flip_format_counter": dict(converted=[("domain_loss", X)]),
     "guided_relu_cm": dict(legacy=[("saliency_net", X)], listed={
         20: ["the override scope yields", "caller of a @contextlib.contextmanager",
-             "(Relu)"],
+             "(Relu)", "guided_relu() is a wrapper around gradient_override_map"],
         24: ["guided_relu(...) calls guided_relu (this file:17)",
              "yields inside the map"]}),
     "imported_graph": dict(legacy=[("imported_relu", X)], listed={
         23: ["tf.import_graph_def(...) imports a graph", "graph-override patch"]}),
     "lucid_override": dict(legacy=[("render_objective", X)], listed={
-        22: ["the override map 'names' is built at run time"],
+        22: ["the override map 'names' is built at run time",
+             "gradient_override_map() is a wrapper"],
         27: ["gradient_override_map(...) calls gradient_override_map (this file:17)",
              "yields inside the map"]}),
     "multi_map": dict(converted=[("block", X)]),
     "override_user": dict(legacy=[("clipped_round", X)], listed={
         8: ["override(...) calls override (", "override_util.py:6",
             "its parameter 'mapping'", "(Round: \"CaseUtilClip\")"]}),
-    "override_util": dict(listed={7: ["used outside a 'with' statement"]}),
+    "override_util": dict(listed={7: ["used outside a 'with' statement",
+                                     "override() is a wrapper"]}),
     "rounding_family": dict(converted=[("quantize_all", X)]),
     "scale_gradient_counter": dict(converted=[("two_heads", X)]),
     "shared_grads": dict(converted=[("binarize", X)]),
@@ -275,6 +277,9 @@ def test_conditional_registration_and_dead_key(corpus):
     assert '@tf.RegisterGradient("CaseFGGrad")' in result.text  # may not run
     assert "        return tf.round(x * n) / n\n" in result.text  # "Floor" was dead
     assert any("'Floor' matches no op" in s.message for s in result.changed)
+    (kept,) = result.kept
+    assert "resolve the name at run time" in kept.message
+    assert "must stay" in kept.message and "Remove it" not in kept.message
 
 
 def test_corpus_report(corpus, capsys):

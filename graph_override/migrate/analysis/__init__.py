@@ -53,7 +53,7 @@ class _Analyzer(ScopesMixin, BodyMixin, RegistrationsMixin, WrappersMixin,
                 self.plan.untouched.append((
                     self.line(attr), "gradient_override_map is used outside a "
                     "'with' statement; convert it by hand with "
-                    "graph_override.tf2.op_with_gradient"))
+                    "graph_override.tf2.op_with_gradient" + self.in_wrapper(attr)))
         self.wrapper_calls()
         self.dead_graph_names()
         self.dead_registrations()

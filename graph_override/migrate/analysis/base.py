@@ -42,6 +42,8 @@ class AnalyzerBase(cst.CSTVisitor):
         self.blocks = [0]             # if/for/while/try/with depth per def body
         self.import_lines = {}        # Import(From) alone on a line -> the line
         self.named_calls = []         # calls of a plain name or attribute
+        self.functions = []           # names of the defs being walked
+        self.enclosing = {}           # override With or stray Attribute -> def name
 
     # -- naming nodes -------------------------------------------------------
     def line(self, node):
@@ -124,10 +126,12 @@ class AnalyzerBase(cst.CSTVisitor):
         # registering twice), so its function is never referenced directly.
         conditional = self.blocks[-1] > 0
         self.blocks.append(0)
+        self.functions.append(node.name.value)
         self.collect_registrations(node, conditional)
 
     def leave_FunctionDef(self, original_node):
         self.blocks.pop()
+        self.functions.pop()
 
     def visit_SimpleStatementLine(self, node):
         if len(node.body) == 1 and isinstance(node.body[0], (cst.Import, cst.ImportFrom)):
@@ -146,6 +150,8 @@ class AnalyzerBase(cst.CSTVisitor):
             self.override_calls.add(node.items[i].item)
         if self.in_override == 0:
             self.override_withs.append(node)
+            if self.functions:
+                self.enclosing[node] = self.functions[-1]
         self.in_override += 1
         return True
 
@@ -157,6 +163,17 @@ class AnalyzerBase(cst.CSTVisitor):
     def visit_Attribute(self, node):
         if node.attr.value == "gradient_override_map":
             self.stray.append(node)
+            if self.functions:
+                self.enclosing[node] = self.functions[-1]
+
+    def in_wrapper(self, node):
+        """'; f() is a wrapper ...' when `node` is in this file's wrapper f."""
+        name = self.enclosing.get(node)
+        wrapper = self.wrappers.get(name)
+        if wrapper is None or not wrapper.local:
+            return ""
+        return ("; %s() is a wrapper around gradient_override_map, and its calls "
+                "are listed too" % name)
 
     def visit_Call(self, node):
         func = node.func

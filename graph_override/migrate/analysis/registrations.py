@@ -148,13 +148,18 @@ class RegistrationsMixin:
 
     def _keep(self, reg):
         name = reg.key[1]
+        if not reg.passed:
+            self.plan.kept.append((reg.line, "kept the registration of %r: the "
+                                   "converted calls resolve the name at run time "
+                                   "(the function may not be defined where they "
+                                   "run), so it must stay" % name))
+            return
         if name in self.keep_names:
             why = "another file of this run names it in an override map"
         else:
             why = ("code this tool does not see may still use the name (another "
                    "file, a later run, a GraphDef that carries it)")
-        how = ("the converted calls take the function itself" if reg.passed else
-               "the converted calls use the name")
-        self.plan.kept.append((reg.line, "kept the registration of %r: %s; %s. "
+        self.plan.kept.append((reg.line, "kept the registration of %r: the "
+                               "converted calls take the function itself, but %s. "
                                "Remove it by hand once nothing uses the name"
-                               % (name, how, why)))
+                               % (name, why)))

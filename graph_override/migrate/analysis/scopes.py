@@ -32,8 +32,9 @@ class ScopesMixin:
         for reg in work.uses:
             reg.uses += 1
         if work.reasons:
+            suffix = self.in_wrapper(with_node)
             for line, reason in work.reasons:
-                self.plan.untouched.append((line, reason))
+                self.plan.untouched.append((line, reason + suffix))
             return
         for reg in work.uses:
             reg.converted_uses += 1
