@@ -3,20 +3,20 @@ nodes (positions, scopes, qualified names). The decisions live in the idiom
 modules beside this one; `graph_override.migrate.analysis` joins them."""
 
 import libcst as cst
-from libcst import matchers as m
 from libcst.metadata import PositionProvider, QualifiedNameSource, ScopeProvider
 
 from graph_override.migrate import tables
-from graph_override.migrate.analysis.common import HELPER, Plan, code
+from graph_override.migrate.analysis.common import (HELPER, Plan, code,
+                                                    is_method_call)
 
 __all__ = ["AnalyzerBase", "override_items"]
 
 
 def override_items(with_node):
     """Indices of the ``<graph>.gradient_override_map(...)`` items of a With."""
+    # (plain isinstance tests: importing libcst.matchers costs half a second)
     return [i for i, item in enumerate(with_node.items)
-            if m.matches(item.item, m.Call(
-                func=m.Attribute(attr=m.Name("gradient_override_map"))))]
+            if is_method_call(item.item, "gradient_override_map")]
 
 
 class AnalyzerBase(cst.CSTVisitor):

@@ -2,7 +2,6 @@
 record, and small pure functions on libcst nodes."""
 
 import libcst as cst
-from libcst import matchers as m
 
 __all__ = [
     "HELPER",
@@ -13,6 +12,7 @@ __all__ = [
     "bound_name",
     "code",
     "imports_tensorflow",
+    "is_method_call",
     "is_plain_reference",
     "is_pure",
     "is_string_expression",
@@ -85,9 +85,15 @@ def is_string_expression(node):
     if isinstance(node, cst.BinaryOperation) and isinstance(
             node.operator, (cst.Modulo, cst.Add)):
         return is_string_expression(node.left)
-    if m.matches(node, m.Call(func=m.Attribute(attr=m.Name("format")))):
+    if is_method_call(node, "format"):
         return is_string_expression(node.func.value)
     return False
+
+
+def is_method_call(node, name):
+    """``<anything>.name(...)``."""
+    return (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == name)
 
 
 _PURE_CALLS = frozenset({"str", "int", "repr", "id", "len", "uuid.uuid4",
