@@ -191,6 +191,13 @@ def test_unsafe_sites_are_left_untouched_and_listed(body, reason):
     assert len(r.untouched) >= 1
     assert reason in r.untouched[0].message
     assert r.untouched[0].line >= 3 and r.untouched[0].filename == "m.py"
+    # Each reason says what to do, not only what is wrong.
+    for site in r.untouched:
+        assert any(w in site.message for w in _WHAT_TO_DO), site.message
+
+
+_WHAT_TO_DO = ("by hand", "migrate again", "move ", "wrap ", "rewrite ", "patch ",
+               "write it", "define it")
 
 
 @pytest.mark.parametrize("name_expr,removed", [

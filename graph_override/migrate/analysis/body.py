@@ -102,7 +102,8 @@ class BodyMixin:
         for d in scanner.defs:
             work.reasons.append((self.line(d), "a function or class is defined "
                                  "inside the override scope; the ops it creates "
-                                 "cannot be followed"))
+                                 "when called cannot be followed; define it "
+                                 "outside the scope and migrate again"))
         for node, op in scanner.operators:
             hit = tables.OPERATOR_OPS.get(op, set()) & mapped
             if hit:

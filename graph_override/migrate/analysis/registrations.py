@@ -87,10 +87,13 @@ class RegistrationsMixin:
             if assignments and all(self.assigned_string(a) for a in assignments):
                 return Entry(value, regs[0] if len(regs) == 1 else None)
             work.reasons.append((line, "gradient name '%s' is not a string this "
-                                 "tool can follow" % value.value))
+                                 "tool can follow; write the name or the "
+                                 "function out in the map, or wrap the ops by "
+                                 "hand with %s" % (value.value, HELPER)))
             return None
         work.reasons.append((line, "gradient name '%s' is computed at run time"
-                             % code(value)))
+                             "; write the name out in the map, or wrap the "
+                             "ops by hand with %s" % (code(value), HELPER)))
         return None
 
     def _entry(self, regs, use, fallback, work):

@@ -5,7 +5,7 @@ import libcst as cst
 
 from graph_override.migrate.analysis.base import override_items
 from graph_override.migrate.analysis.body import BodyScanner
-from graph_override.migrate.analysis.common import (Work, code,
+from graph_override.migrate.analysis.common import (HELPER, Work, code,
                                                     is_plain_reference,
                                                     string_value)
 
@@ -55,13 +55,15 @@ class ScopesMixin:
             call = item.item
             if item.asname is not None:
                 work.reasons.append((line, "the override scope is bound with 'as "
-                                     "...', so later code may use it"))
+                                     "...', so later code may use it; convert "
+                                     "it by hand with %s" % HELPER))
                 return
             graph = call.func.value
             if not (is_plain_reference(graph) or self.is_graph_getter(graph)):
                 work.reasons.append((line, "the graph in '%s.gradient_override_map'"
                                      " is computed by a call this tool cannot "
-                                     "follow" % code(graph)))
+                                     "follow; bind it to a name first "
+                                     "(g = ...) and migrate again" % code(graph)))
                 return
             if isinstance(graph, cst.Name):
                 work.graph_names.append(graph)
@@ -91,24 +93,29 @@ class ScopesMixin:
     def _map_entries(self, call, line, work):
         if len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
             work.reasons.append((line, "gradient_override_map is called with "
-                                 "other than one mapping argument"))
+                                 "other than one mapping argument; pass one "
+                                 "dict literal and migrate again"))
             return None
         mapping = call.args[0].value
         if not isinstance(mapping, cst.Dict):
             work.reasons.append((line, "the override map '%s' is built at run "
                                  "time (not a dict literal), so its entries are "
-                                 "unknown" % code(mapping)))
+                                 "unknown; write it as a dict literal, or wrap "
+                                 "its ops by hand with %s" % (code(mapping), HELPER)))
             return None
         entries = {}
         for el in mapping.elements:
             if not isinstance(el, cst.DictElement):
                 work.reasons.append((line, "the override map unpacks '**%s' at "
-                                     "run time" % code(el.value)))
+                                     "run time; write its entries out and "
+                                     "migrate again" % code(el.value)))
                 return None
             key = string_value(el.key)
             if key is None:
                 work.reasons.append((line, "override map key '%s' is not a "
-                                     "string literal" % code(el.key)))
+                                     "string literal; write the op type out "
+                                     "(e.g. \"Sign\") and migrate again"
+                                     % code(el.key)))
                 return None
             entry = self.gradient_entry(el.value, line, work)
             if entry is None:
