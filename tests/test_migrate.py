@@ -819,6 +819,13 @@ def _resolve(tf, name):
     return found
 
 
+def test_no_name_is_both_a_single_op_and_several():
+    several = {n for n, types in _migrate_tables.OP_TYPES.items() if len(types) != 1}
+    assert not several & _migrate_tables._SINGLE_NAMES
+    single = {n for n in _migrate_tables.OP_TYPES if n in _migrate_tables._SINGLE_NAMES}
+    assert single == set(_migrate_tables._SINGLE_NAMES)
+
+
 @pytest.mark.parametrize("name", sorted(_migrate_tables.OP_TYPES))
 def test_every_table_entry_is_what_tensorflow_builds(name):
     """Builds each table function with TensorFlow (tf.compat.v1 and TF2
