@@ -222,6 +222,24 @@ def test_counter_name_variants(name_expr, removed):
     assert ("grad_name = " not in r.text) == removed
 
 
+def test_a_counter_name_used_elsewhere_keeps_its_registration():
+    r = _migrate('class Flip(object):\n'
+                 '    def __call__(self, x):\n'
+                 '        grad_name = "Flip%d" % self.num_calls\n'
+                 '        @tf.RegisterGradient(grad_name)\n'
+                 '        def _flip(op, grad):\n'
+                 '            return [-grad]\n'
+                 '        self.names.append(grad_name)\n'
+                 '        with tf.get_default_graph().gradient_override_map(\n'
+                 '                {"Identity": grad_name}):\n'
+                 '            return tf.identity(x)\n')
+    assert "return op_with_gradient(tf.identity, _flip)(x)" in r.text
+    assert "@tf.RegisterGradient(grad_name)" in r.text
+    assert 'grad_name = "Flip%d" % self.num_calls' in r.text
+    (kept,) = r.kept
+    assert kept.line == 5 and "also used on line 8" in kept.message
+
+
 def test_imports_only_the_removed_registration_used_go():
     body = ('def f(x, n):\n'
             '    name = "G%d" % n\n'

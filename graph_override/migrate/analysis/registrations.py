@@ -135,7 +135,14 @@ class RegistrationsMixin:
             refs = set()
             for a in reg.key[1]:
                 refs |= {r.node for r in a.references}
-            if not (refs - {reg.arg}) <= self.name_values_done:
+            others = refs - {reg.arg} - self.name_values_done
+            if others:
+                self.plan.kept.append((reg.line, "kept the registration under "
+                                       "'%s': the name is also used on line %d, "
+                                       "where code may look it up; remove it by "
+                                       "hand once nothing does" % (
+                                           reg.arg.value,
+                                           min(self.line(n) for n in others))))
                 continue
             self.plan.decorators.add(reg.decorator)
             self.plan.changed.append((reg.line, "removed the registration under "
