@@ -718,6 +718,25 @@ def test_calls_of_a_projects_own_wrappers_are_listed(tmp_path, capsys):
     assert "wrapper_user.py:7:" in err and "0 would be migrated" in err
 
 
+def test_a_class_based_context_manager_is_a_wrapper_too():
+    r = _migrate("class GuidedBackprop(object):\n"
+                 "    def __enter__(self):\n"
+                 "        self._scope = tf.get_default_graph().gradient_override_map(\n"
+                 '            {"Relu": "GuidedRelu"})\n'
+                 "        return self._scope.__enter__()\n\n"
+                 "    def __exit__(self, *exc):\n"
+                 "        return self._scope.__exit__(*exc)\n\n"
+                 "def saliency(x):\n"
+                 "    with GuidedBackprop():\n"
+                 "        return tf.nn.relu(x)\n")
+    assert r.text == r.original
+    lines = {s.line: s.message for s in r.untouched}
+    assert sorted(lines) == [4, 12]
+    assert "GuidedBackprop(...) calls GuidedBackprop (this file:2)" in lines[12]
+    assert "its __enter__ hands the gradient_override_map context" in lines[12]
+    assert "GuidedBackprop() is a wrapper around gradient_override_map" in lines[4]
+
+
 def test_a_wrapper_called_in_a_later_run_is_listed_in_the_same_file():
     r = _migrate("def apply(x, grad):\n"
                  '    with tf.get_default_graph().gradient_override_map({"Sign": grad}):\n'

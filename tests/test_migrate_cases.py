@@ -45,6 +45,11 @@ SPECS = {
                                      ("quantize_weight", X)]),
     "dorefa_factory": dict(converted=[("binary_weight_net", [ROW + 0.4, COL])]),
     "flip_format_counter": dict(converted=[("domain_loss", X)]),
+    "guided_backprop_class": dict(legacy=[("saliency", X)], listed={
+        20: ["used outside a 'with' statement",
+             "GuidedBackprop() is a wrapper around gradient_override_map"],
+        28: ["GuidedBackprop(...) calls GuidedBackprop (this file:14)",
+             "its __enter__ hands the gradient_override_map context"]}),
     "guided_relu_cm": dict(legacy=[("saliency_net", X)], listed={
         20: ["the override scope yields", "caller of a @contextlib.contextmanager",
              "(Relu)", "guided_relu() is a wrapper around gradient_override_map"],

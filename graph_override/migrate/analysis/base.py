@@ -42,7 +42,8 @@ class AnalyzerBase(cst.CSTVisitor):
         self.blocks = [0]             # if/for/while/try/with depth per def body
         self.import_lines = {}        # Import(From) alone on a line -> the line
         self.named_calls = []         # calls of a plain name or attribute
-        self.functions = []           # names of the defs being walked
+        self.functions = []           # (def name, class name or None) being walked
+        self.classes = [None]         # the class whose body is being walked
         self.enclosing = {}           # override With or stray Attribute -> def name
 
     # -- naming nodes -------------------------------------------------------
@@ -116,9 +117,11 @@ class AnalyzerBase(cst.CSTVisitor):
 
     def visit_ClassDef(self, node):
         self.blocks.append(0)
+        self.classes.append(node.name.value)
 
     def leave_ClassDef(self, original_node):
         self.blocks.pop()
+        self.classes.pop()
 
     def visit_FunctionDef(self, node):
         # A def under if/for/while/try/with may not run (the common
@@ -126,12 +129,14 @@ class AnalyzerBase(cst.CSTVisitor):
         # registering twice), so its function is never referenced directly.
         conditional = self.blocks[-1] > 0
         self.blocks.append(0)
-        self.functions.append(node.name.value)
+        self.functions.append((node.name.value, self.classes[-1]))
+        self.classes.append(None)
         self.collect_registrations(node, conditional)
 
     def leave_FunctionDef(self, original_node):
         self.blocks.pop()
         self.functions.pop()
+        self.classes.pop()
 
     def visit_SimpleStatementLine(self, node):
         if len(node.body) == 1 and isinstance(node.body[0], (cst.Import, cst.ImportFrom)):
@@ -168,7 +173,9 @@ class AnalyzerBase(cst.CSTVisitor):
 
     def in_wrapper(self, node):
         """'; f() is a wrapper ...' when `node` is in this file's wrapper f."""
-        name = self.enclosing.get(node)
+        name, cls = self.enclosing.get(node, (None, None))
+        if name in ("__init__", "__enter__") and cls in self.wrappers:
+            name = cls  # a class-based context manager
         wrapper = self.wrappers.get(name)
         if wrapper is None or not wrapper.local:
             return ""

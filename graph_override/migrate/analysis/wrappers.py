@@ -86,13 +86,20 @@ def find_wrappers(text, filename):
         return {}
     found = {}
     classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-    methods = {id(f) for c in classes for f in c.body}
+    owner = {id(f): c for c in classes for f in c.body}
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             how = _how(node)
-            if how is not None:
+            if how is None:
+                continue
+            cls = owner.get(id(node))
+            if cls is not None and node.name in ("__init__", "__enter__"):
+                # A class-based context manager: `with Guided(...):` opens it.
+                found[cls.name] = Wrapper(cls.name, filename, cls.lineno,
+                                          "its %s %s" % (node.name, how[3:]))
+            else:
                 found[node.name] = Wrapper(node.name, filename, node.lineno, how,
-                                           method=id(node) in methods)
+                                           method=cls is not None)
     return found
 
 
@@ -137,6 +144,6 @@ class WrappersMixin:
         if wrapper.local:
             scope = self.scope(func)
             return scope is not None and any(
-                isinstance(getattr(a, "node", None), cst.FunctionDef)
+                isinstance(getattr(a, "node", None), (cst.FunctionDef, cst.ClassDef))
                 for a in scope[func.value])
         return imported
