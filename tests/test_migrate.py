@@ -144,6 +144,26 @@ def test_name_conflict_and_existing_import():
     assert r.text.count("import op_with_gradient") == 1
 
 
+def test_a_module_alias_made_by_assignment_is_followed():
+    r = migrate_source("import tensorflow as tf\n"
+                       "tf1 = tf.compat.v1\n"
+                       "def f(x):\n"
+                       "    with tf1.get_default_graph().gradient_override_map("
+                       '{"Sign": "Identity"}):\n'
+                       "        return tf1.sign(x)\n", "m.py")
+    assert r.untouched == ()
+    assert 'return op_with_gradient(tf1.sign, "Identity")(x)' in r.text
+    # Bound twice: which one a call sees is not known, so nothing is guessed.
+    twice = migrate_source("import tensorflow as tf\n"
+                           "tf1 = tf.compat.v1\n"
+                           "tf1 = other\n"
+                           "def f(x):\n"
+                           "    with tf.compat.v1.get_default_graph()."
+                           'gradient_override_map({"Sign": "Identity"}):\n'
+                           "        return tf1.sign(x)\n", "m.py")
+    assert twice.text == twice.original and len(twice.untouched) == 1
+
+
 def test_import_goes_after_docstring_and_future_imports():
     r = migrate_source('"""Doc."""\nfrom __future__ import division\n' + HEADER +
                        'with tf.get_default_graph().gradient_override_map({"Sign": '

@@ -3,7 +3,8 @@ nodes (positions, scopes, qualified names). The decisions live in the idiom
 modules beside this one; `graph_override.migrate.analysis` joins them."""
 
 import libcst as cst
-from libcst.metadata import PositionProvider, QualifiedNameSource, ScopeProvider
+from libcst.metadata import (GlobalScope, PositionProvider, QualifiedNameSource,
+                             ScopeProvider)
 
 from graph_override.migrate import tables
 from graph_override.migrate.analysis.common import (HELPER, Plan, code,
@@ -72,7 +73,36 @@ class AnalyzerBase(cst.CSTVisitor):
                 name = tables.canonical(q.name)
                 if name is not None:
                     out.add(name)
+        if not out:
+            alias = self._module_alias(node)
+            name = tables.canonical(alias) if alias is not None else None
+            if name is not None:
+                out.add(name)
         return out
+
+    def _module_alias(self, node):
+        """The qualified name of ``tf1.sign`` when the module binds
+        ``tf1 = tf.compat.v1`` once (a module alias made by assignment)."""
+        parts = []
+        while isinstance(node, cst.Attribute):
+            parts.append(node.attr.value)
+            node = node.value
+        if not isinstance(node, cst.Name):
+            return None
+        assignments = self.assignments(node)
+        if len(assignments) != 1:
+            return None
+        (a,) = assignments
+        if not isinstance(getattr(a, "scope", None), GlobalScope):
+            return None
+        stmt = self.assign_lines.get(getattr(a, "node", None))
+        if stmt is None or not isinstance(stmt.body[0].value, (cst.Attribute, cst.Name)):
+            return None
+        for q in self.qualified(stmt.body[0].value):
+            if q.source == QualifiedNameSource.IMPORT and \
+                    q.name.split(".")[0] == "tensorflow":
+                return ".".join([q.name] + parts[::-1])
+        return None
 
     def builtin_name(self, node):
         for q in self.qualified(node):
