@@ -757,6 +757,17 @@ def test_a_class_based_context_manager_is_a_wrapper_too():
     assert "GuidedBackprop() is a wrapper around gradient_override_map" in lines[4]
 
 
+def test_a_method_wrapper_named_like_the_map_leaves_graph_scopes_alone():
+    r = _migrate("class Model(object):\n"
+                 "    def gradient_override_map(self, mapping):\n"
+                 "        return self.graph.gradient_override_map(mapping)\n\n"
+                 "def f(x):\n"
+                 '    with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):\n'
+                 "        return tf.sign(x)\n")
+    assert 'return op_with_gradient(tf.sign, "Identity")(x)' in r.text
+    assert [s.line for s in r.untouched] == [4]  # the wrapper's own body
+
+
 def test_a_wrapper_called_in_a_later_run_is_listed_in_the_same_file():
     r = _migrate("def apply(x, grad):\n"
                  '    with tf.get_default_graph().gradient_override_map({"Sign": grad}):\n'

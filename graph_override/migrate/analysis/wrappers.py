@@ -121,6 +121,9 @@ class WrappersMixin:
         """Lists every call of a wrapper (self.named_calls, by name)."""
         for name, call in self.named_calls:
             wrapper = self.wrappers[name]
+            if isinstance(call.func, cst.Attribute) and \
+                    call.func.attr.value == "gradient_override_map":
+                continue  # <graph>.gradient_override_map: the scopes' own idiom
             if not self._calls_wrapper(call, wrapper):
                 continue
             where = "%s:%d" % ("this file" if wrapper.local else wrapper.filename,
