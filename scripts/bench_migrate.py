@@ -1,7 +1,7 @@
 """Throughput of the source migration (`graph_override.migrate`).
 
 Generates a tree of legacy TF1 files in a temporary folder (each with
-registrations, override scopes in the idioms of issue 5, and plain code as
+registrations, override scopes in the common legacy idioms, and plain code as
 filler), migrates it with `migrate_paths` (diff mode: nothing is written),
 and reports lines per second. scripts/bench.py imports `run`.
 
@@ -16,6 +16,8 @@ import tempfile
 import time
 
 _HEADER = '''"""Generated legacy module %(i)d."""
+import contextlib
+
 import tensorflow.compat.v1 as tf
 from tensorflow.python.framework import ops
 
@@ -66,6 +68,19 @@ def dynamic_%(i)d_%(j)d(x, mapping):
     # left for the user: the map is built at run time
     with tf.get_default_graph().gradient_override_map(mapping):
         return tf.sign(x)
+''',
+    '''
+
+@contextlib.contextmanager
+def guided_%(i)d_%(j)d():
+    # left for the user: the scope yields, its callers create the ops
+    with tf.get_default_graph().gradient_override_map({"Relu": "Bench%(i)dGuided"}):
+        yield
+
+
+def saliency_%(i)d_%(j)d(x):
+    with guided_%(i)d_%(j)d():
+        return tf.nn.relu(x)
 ''',
     '''
 
@@ -122,7 +137,8 @@ def run(files=20, lines_per_file=400):
     has one to convert or to report: the worst case), and one of the same size
     without any (typical files of a repository, which are only parsed).
     Keys: files, lines, seconds, lines_per_second, files_per_second,
-    sites_changed, sites_left, plain_seconds, plain_lines_per_second.
+    sites_changed, sites_left, registrations_kept, plain_seconds,
+    plain_lines_per_second.
     """
     root = tempfile.mkdtemp(prefix="bench_migrate_")
     try:
@@ -138,6 +154,7 @@ def run(files=20, lines_per_file=400):
             "files_per_second": len(results) / max(seconds, 1e-9),
             "sites_changed": sum(len(r.result.changed) for r in results),
             "sites_left": sum(len(r.result.untouched) for r in results),
+            "registrations_kept": sum(len(r.result.kept) for r in results),
             "plain_seconds": plain_seconds,
             "plain_lines_per_second": plain_lines / max(plain_seconds, 1e-9),
         }
@@ -153,7 +170,8 @@ def main(argv=None):
     r = run(args.files, args.lines)
     print("migrated %(files)d files, %(lines)d lines in %(seconds).2f s: "
           "%(lines_per_second).0f lines/s, %(files_per_second).1f files/s; "
-          "%(sites_changed)d sites changed, %(sites_left)d left; without override "
+          "%(sites_changed)d sites changed, %(sites_left)d left, "
+          "%(registrations_kept)d registrations kept; without override "
           "maps: %(plain_lines_per_second).0f lines/s" % r)
     return 0
 

@@ -11,11 +11,15 @@ Keras, where TF2 silently ignores override maps. Comments and formatting are
 kept; the code is parsed, never run.
 
 By default a unified diff is printed (stdout) and nothing is written; --write
-replaces the files atomically. The sites changed and the sites left for you
-(with file, line and reason) are listed on stderr.
+replaces the files atomically. The sites changed, the sites left for you and
+the registrations kept (with file, line and reason) are listed on stderr. A
+scope whose ops are created out of the tool's sight (a yield, a helper call,
+an imported graph) and every call of a project's wrapper around
+gradient_override_map are left as they are and listed.
 
-Exit status: 0 nothing left for you, 1 some sites were left unconverted,
-2 a path could not be read or parsed (such a file is never written)."""
+Exit status: 0 every site seen was converted, 1 some sites were left
+unconverted (listed), 2 a path could not be read or parsed (such a file is
+never written)."""
 EPILOG = ("examples:\n"
           "  graph-override migrate models/            # show the diff\n"
           "  graph-override migrate models/ --write    # apply it\n"
@@ -50,6 +54,8 @@ def run(args):
         if not args.quiet:
             for site in res.changed:
                 print("changed: %s" % site, file=sys.stderr)
+        for site in res.kept:
+            print("kept:    %s" % site, file=sys.stderr)
         for site in res.untouched:
             left += 1
             print("left:    %s" % site, file=sys.stderr)

@@ -35,6 +35,7 @@ import tokenize
 
 import libcst as cst
 
+from graph_override.migrate import analysis as _analysis
 from graph_override.migrate import rewrite as _migrate_rewrite
 from graph_override._atomic import atomic_write
 from graph_override.errors import SourceError
@@ -75,6 +76,9 @@ class MigrationResult:
       text: the migrated text (equal to `original` when nothing changed).
       changed: `Site`s rewritten, by line of the input.
       untouched: `Site`s left unconverted, with the reason as message.
+      kept: `Site`s of code left on purpose although the sites that used it
+        were converted (a registration other code may still use by name),
+        with the reason as message. Not sites to convert.
     """
 
     filename: str
@@ -82,6 +86,7 @@ class MigrationResult:
     text: str
     changed: tuple
     untouched: tuple
+    kept: tuple = ()
 
     @property
     def modified(self):
@@ -118,7 +123,8 @@ def _parse(text, filename):
             filename, line, column, message))
 
 
-def migrate_source(text, filename="<string>", *, keep_registrations=()):
+def migrate_source(text, filename="<string>", *, keep_registrations=(),
+                   wrappers=None):
     """Rewrites the override-map code of one Python source into TF2 code.
 
     Each ``with <graph>.gradient_override_map({...}):`` scope whose map is a
@@ -126,12 +132,19 @@ def migrate_source(text, filename="<string>", *, keep_registrations=()):
     removed; each call inside it that creates an op the map re-routes
     becomes ``op_with_gradient(<the same function>, <gradient>)(<the same
     arguments>)``. The gradient is the registered function itself when the
-    file registers it (its ``RegisterGradient`` decorator then goes, unless
-    another file needs the name: `keep_registrations`), else the name,
-    which `graph_override.tf2.op_with_gradient` resolves at run time
+    file registers it, else the name, which
+    `graph_override.tf2.op_with_gradient` resolves at run time
     (TensorFlow's own such as "Identity" included). ``g =
     tf.get_default_graph()`` and counter names left unused are removed, and
     ``from graph_override.tf2 import op_with_gradient`` is added.
+
+    Never rewritten, always listed in `untouched`: a scope whose ops this
+    tool cannot see created inside it (a ``yield``, a call into a helper, an
+    imported graph), and every call of a wrapper around
+    ``gradient_override_map`` (this file's, or `wrappers`). A registration
+    under a literal name is never removed (code this tool does not see may
+    use the name); `kept` says so. Only the counter idiom's registration,
+    whose name nothing else can know, goes.
 
     Example:
       >>> from graph_override.migrate import migrate_source
@@ -154,7 +167,10 @@ def migrate_source(text, filename="<string>", *, keep_registrations=()):
       text: the source code.
       filename: the name used in messages, sites and diffs.
       keep_registrations: gradient names other files use in their override
-        maps; their ``RegisterGradient`` decorators stay.
+        maps (the report of a kept registration then says so).
+      wrappers: {name: `graph_override.migrate.analysis.Wrapper`} of the
+        wrappers around gradient_override_map that other files define; their
+        call sites in this file are listed.
 
     Returns:
       A `MigrationResult`. Migrating its `text` again changes nothing.
@@ -166,17 +182,25 @@ def migrate_source(text, filename="<string>", *, keep_registrations=()):
         raise TypeError("migrate_source(text): expected str, got %s"
                         % type(text).__name__)
     module = _parse(text, filename)
-    if "gradient_override_map" not in text:  # nothing to do: skip the analysis
+    found = {n: w for n, w in (wrappers or {}).items() if n in text}
+    found.update({n: dataclasses.replace(w, local=True) for n, w in
+                  _analysis.find_wrappers(text, filename).items()})
+    if "gradient_override_map" not in text and not found:
+        # nothing to do: skip the analysis
         return MigrationResult(filename=filename, original=text, text=text,
                                changed=(), untouched=())
-    new_module, plan = _migrate_rewrite.rewrite(module, keep_registrations)
+    new_module, plan = _migrate_rewrite.rewrite(module, keep_registrations, found)
     new_text = new_module.code if new_module is not module else text
     if new_text != text:
         _parse(new_text, filename + " (migrated)")  # never hand out bad code
+
+    def sites(pairs):
+        return tuple(Site(filename, line, msg) for line, msg in pairs)
+
     return MigrationResult(
         filename=filename, original=text, text=new_text,
-        changed=tuple(Site(filename, line, msg) for line, msg in plan.changed),
-        untouched=tuple(Site(filename, line, msg) for line, msg in plan.untouched))
+        changed=sites(plan.changed), untouched=sites(plan.untouched),
+        kept=sites(plan.kept))
 
 
 # ---------------------------------------------------------------------------
@@ -264,7 +288,7 @@ def write_atomically(path, data, *, expected=None):
                           "is unchanged." % (path, e.strerror or e)) from None
 
 
-def migrate_file(path, *, write=False, keep_registrations=()):
+def migrate_file(path, *, write=False, keep_registrations=(), wrappers=None):
     """Migrates one file; writes it (atomically) only if `write` is true.
 
     Returns:
@@ -274,15 +298,16 @@ def migrate_file(path, *, write=False, keep_registrations=()):
         source = _read(path)
     except SourceError as e:
         return FileResult(path, error=str(e))
-    return _migrate_read_file(path, source, write, keep_registrations)
+    return _migrate_read_file(path, source, write, keep_registrations, wrappers)
 
 
-def _migrate_read_file(path, source, write, keep_registrations):
+def _migrate_read_file(path, source, write, keep_registrations, wrappers=None):
     """migrate_file on a file already read: source is _read's (raw, text,
     encoding); the write checks the file still holds `raw`."""
     raw, text, encoding = source
     try:
-        result = migrate_source(text, path, keep_registrations=keep_registrations)
+        result = migrate_source(text, path, keep_registrations=keep_registrations,
+                                wrappers=wrappers)
     except SourceError as e:
         return FileResult(path, error=str(e))
     written = False
@@ -312,9 +337,11 @@ def map_names(text):
 def migrate_paths(paths, *, write=False):
     """Migrates files and folders (walked recursively for .py files).
 
-    A registration is kept when another file of the run names it in an
-    override map. Bad paths and unparsable files are reported in the
-    results (their `error`), never written, and do not stop the others.
+    The files are scanned first, so that each one's report knows the
+    gradient names the other files use in override maps, and the calls in
+    it of wrappers around gradient_override_map that other files define.
+    Bad paths and unparsable files are reported in the results (their
+    `error`), never written, and do not stop the others.
 
     Returns:
       A list of `FileResult`, in the order of `paths` and then of the walk.
@@ -328,7 +355,8 @@ def migrate_paths(paths, *, write=False):
             continue
         plan.append(found)
         files.extend(found)
-    sources, uses = {}, {}  # each file is read once, for the scan and the migration
+    # each file is read once, for the scan and the migration
+    sources, uses, defined = {}, {}, {}
     for f in files:
         try:
             sources[f] = _read(f)
@@ -337,6 +365,7 @@ def migrate_paths(paths, *, write=False):
             continue
         text = sources[f][1]
         uses[f] = map_names(text) if "gradient_override_map" in text else set()
+        defined[f] = _analysis.find_wrappers(text, f)
     counts = collections.Counter(n for names in uses.values() for n in names)
     results = []
     for entry in plan:
@@ -349,5 +378,9 @@ def migrate_paths(paths, *, write=False):
             if isinstance(sources[f], SourceError):
                 results.append(FileResult(f, error=str(sources[f])))
             else:
-                results.append(_migrate_read_file(f, sources[f], write, keep))
+                others = {}
+                for g, found in defined.items():
+                    if g != f:
+                        others.update(found)
+                results.append(_migrate_read_file(f, sources[f], write, keep, others))
     return results

@@ -216,9 +216,9 @@ def _insert_import(body, helper):
     return list(body[:at]) + [line] + list(body[at:])
 
 
-def rewrite(module, keep_names=()):
+def rewrite(module, keep_names=(), wrappers=None):
     """Migrates a parsed module; returns (new Module, Plan)."""
-    plan, wrapper = analyze(module, keep_names)
+    plan, wrapper = analyze(module, keep_names, wrappers)
     if not (plan.calls or plan.with_items or plan.statements or plan.decorators
             or plan.imports):
         return module, plan

@@ -13,10 +13,13 @@ import re
 
 __all__ = [
     "BUILTIN_OPS",
+    "GRADIENT_BUILDERS",
     "GRAPH_GETTERS",
+    "GRAPH_IMPORTERS",
     "HINTS",
     "OPERATOR_OPS",
     "REGISTER_GRADIENT",
+    "RUNNING_METHODS",
     "SAFE_METHODS",
     "canonical",
     "op_types_of",
@@ -57,8 +60,6 @@ _SINGLE = {
     "GreaterEqual": ["greater_equal", "math.greater_equal"],
     "Equal": ["equal", "math.equal"],
     "Pack": ["stack"],
-    "ZerosLike": ["zeros_like"],
-    "Shape": ["shape"],
 }
 
 # Functions whose op types depend on their arguments or that create several
@@ -88,6 +89,9 @@ _SEVERAL = {
     "constant": {"Const"},
     "convert_to_tensor": {"Const"},
     "ones_like": {"OnesLike", "Fill", "Const", "Shape"},
+    # A static shape makes these a Const in graph mode.
+    "zeros_like": {"ZerosLike", "Const", "Fill"},
+    "shape": {"Shape", "Const"},
     "zeros": {"Fill", "Const", "Zeros"},
     "ones": {"Fill", "Const", "Ones"},
     "where": {"Select", "SelectV2", "Where"},
@@ -106,6 +110,9 @@ _SEVERAL = {
 }
 
 OP_TYPES = {}
+# Names that create exactly one op (of the type OP_TYPES gives): the ones a
+# conversion wraps in op_with_gradient.
+_SINGLE_NAMES = frozenset(n for names in _SINGLE.values() for n in names)
 for _type, _names in _SINGLE.items():
     for _name in _names:
         OP_TYPES[_name] = frozenset([_type])
@@ -124,6 +131,16 @@ HINTS = {
 
 REGISTER_GRADIENT = "RegisterGradient"
 GRAPH_GETTERS = ("get_default_graph",)
+
+# Functions that import a whole graph: every op in it of a mapped type takes
+# the map's gradient, and the way to change those is to patch the GraphDef.
+GRAPH_IMPORTERS = frozenset({
+    "import_graph_def", "graph_util.import_graph_def", "train.import_meta_graph",
+    "saved_model.loader.load", "saved_model.load", "saved_model.load_v2",
+    "saved_model.loader_impl.load"})
+
+# Functions that build gradient ops: the map re-routes those they create.
+GRADIENT_BUILDERS = frozenset({"gradients", "hessians", "gradients_impl.gradients"})
 
 # Operators applied to tensors create these ops.
 OPERATOR_OPS = {
@@ -158,9 +175,16 @@ BUILTIN_OPS.update({"abs": frozenset({"Abs", "ComplexAbs"}),
                     "min": frozenset({"Less", "Greater"}),
                     "max": frozenset({"Less", "Greater"})})
 
-# Methods that never create ops, whatever object they are called on.
+# Methods that never create ops, whatever object they are called on (the
+# Graph look-ups find ops that exist already).
 SAFE_METHODS = frozenset({"get_shape", "as_list", "format", "append", "extend",
-                          "items", "keys", "values", "startswith", "endswith"})
+                          "items", "keys", "values", "startswith", "endswith",
+                          "get_tensor_by_name", "get_operation_by_name",
+                          "as_graph_element", "get_operations", "get_collection",
+                          "get_collection_ref", "get_all_collection_keys"})
+
+# Methods that, on TensorFlow's objects, run a graph but build nothing in it.
+RUNNING_METHODS = frozenset({"run", "restore", "eval"})
 
 _PRIVATE = re.compile(r"^python\.(?:ops|framework)\.(?:gen_)?\w+\.(\w+)$")
 

@@ -1,0 +1,258 @@
+"""The body of an override scope: what it does, which calls become
+``op_with_gradient(...)``, and, for everything else that may create an op
+the map re-routes, a reason that is true of its line and says what to do.
+
+An override map re-routes every op of a mapped type that is created while
+the scope is open, wherever the code creating it lives. So a scope whose
+ops this tool cannot see created inside it (a ``yield`` that hands control
+to the caller, a call into a helper, a graph imported into it) is never
+converted: it is listed with its reason.
+"""
+
+import libcst as cst
+from libcst.metadata import QualifiedNameSource
+
+from graph_override.migrate import tables
+from graph_override.migrate.analysis.base import override_items
+from graph_override.migrate.analysis.common import HELPER, code
+
+__all__ = ["BodyScanner", "BodyMixin"]
+
+PATCH_HINT = ("patch the graph instead with graph_override.frozen (e.g. "
+              "`graph-override patch MODEL -o OUT --map Sign=ste_sign`, or "
+              "frozen.to_function for TF2)")
+
+
+class BodyScanner(cst.CSTVisitor):
+    """Collects what a scope body does: calls, operators, nested scopes."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+        self.operators = []   # (node, operator name)
+        self.nested_withs = []
+        self.defs = []
+        self.suspends = []    # yield and await: the caller runs inside the scope
+
+    def visit_With(self, node):
+        if override_items(node):
+            self.nested_withs.append(node)
+            return False
+        return True
+
+    def visit_FunctionDef(self, node):
+        self.defs.append(node)
+        return False
+
+    def visit_ClassDef(self, node):
+        self.defs.append(node)
+        return False
+
+    def visit_Lambda(self, node):
+        self.defs.append(node)
+        return False
+
+    def visit_Yield(self, node):
+        self.suspends.append(node)
+
+    def visit_Await(self, node):
+        self.suspends.append(node)
+
+    def visit_Call(self, node):
+        self.calls.append(node)
+
+    def visit_BinaryOperation(self, node):
+        self.operators.append((node, type(node.operator).__name__))
+
+    def visit_AugAssign(self, node):
+        name = type(node.operator).__name__.replace("Assign", "")
+        self.operators.append((node, name))
+
+    def visit_UnaryOperation(self, node):
+        self.operators.append((node, type(node.operator).__name__))
+
+    def visit_ComparisonTarget(self, node):
+        self.operators.append((node, type(node.operator).__name__))
+
+    def visit_Subscript(self, node):
+        self.operators.append((node, "Subscript"))
+
+
+def _short(node, limit=40):
+    text = " ".join(code(node).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class BodyMixin:
+    """The body-scanning idiom of `graph_override.migrate.analysis`."""
+
+    def check_body(self, scanner, mapping, work):
+        mapped = set(mapping)
+        types = ", ".join(sorted(mapped))
+        for node in scanner.suspends:
+            what = "yields" if isinstance(node, cst.Yield) else "awaits"
+            work.reasons.append((self.line(node), (
+                "the override scope %s ('%s'): the code that runs meanwhile "
+                "(the caller of a @contextlib.contextmanager, a generator's "
+                "consumer) creates ops the map re-routes (%s) out of this "
+                "tool's sight, and no call here creates them; wrap those ops "
+                "where they are created with %s(<tf function>, <gradient>), "
+                "then remove this scope by hand") % (what, _short(node), types,
+                                                      HELPER)))
+        for d in scanner.defs:
+            work.reasons.append((self.line(d), "a function or class is defined "
+                                 "inside the override scope; the ops it creates "
+                                 "when called cannot be followed; define it "
+                                 "outside the scope and migrate again"))
+        for node, op in scanner.operators:
+            hit = tables.OPERATOR_OPS.get(op, set()) & mapped
+            if hit:
+                work.reasons.append((self.line(node), "the operator '%s' may create "
+                                     "%s ops, which the map re-routes; rewrite it "
+                                     "with an explicit tf call" % (
+                                         _short(node), "/".join(sorted(hit)))))
+        for call in scanner.calls:
+            if call in self.override_calls:
+                continue
+            self._check_call(call, mapping, work)
+
+    def _check_call(self, call, mapping, work):
+        mapped = set(mapping)
+        names = self.tf_names(call.func)
+        if names:
+            self._check_tf_call(call, names, mapping, work)
+            return
+        line = self.line(call)
+        builtin = self.builtin_name(call.func)
+        if builtin is not None and builtin in tables.BUILTIN_OPS:
+            hit = tables.BUILTIN_OPS[builtin] & mapped
+            if hit:
+                work.reasons.append((line, "%s() may create %s ops on tensors; "
+                                     "rewrite it with an explicit tf call" % (
+                                         builtin, "/".join(sorted(hit)))))
+            return
+        if isinstance(call.func, cst.Attribute) and \
+                call.func.attr.value in tables.SAFE_METHODS:
+            return
+        for q in self.qualified(call.func):
+            if q.source == QualifiedNameSource.IMPORT and \
+                    q.name.split(".")[0] in ("numpy", "math"):
+                return
+        work.reasons.append((line, self._unseen_reason(call, mapped)))
+
+    def _check_tf_call(self, call, names, mapping, work):
+        mapped = set(mapping)
+        line = self.line(call)
+        fn = code(call.func)
+        listed = ", ".join(sorted(mapped))
+        if names & tables.GRAPH_IMPORTERS:
+            work.reasons.append((line, "%s(...) imports a graph inside the override "
+                                 "scope, and its ops of the types the map "
+                                 "re-routes (%s) take the map's gradients; this "
+                                 "tool cannot see them: %s" % (fn, listed, PATCH_HINT)))
+            return
+        if names & tables.GRADIENT_BUILDERS:
+            work.reasons.append((line, "%s(...) builds gradient ops inside the "
+                                 "override scope, and the map also re-routes "
+                                 "those of its types (%s), a second-order effect "
+                                 "that %s cannot express; move the call out of "
+                                 "the scope (nothing changes unless its result is "
+                                 "differentiated again) and migrate again"
+                                 % (fn, listed, HELPER)))
+            return
+        types = set()
+        known = True
+        for name in names:
+            t = tables.op_types_of(name)
+            if t is None:
+                known = False
+            else:
+                types |= t
+        hint = "".join("; " + tables.HINTS[n] for n in sorted(names)
+                       if n in tables.HINTS)
+        if not known:
+            work.reasons.append((line, "%s is not in this tool's table of "
+                                 "TensorFlow functions; it may create ops the "
+                                 "map re-routes (%s)%s; wrap the op it creates "
+                                 "by hand as %s(%s, <gradient>) if it creates "
+                                 "one of them, or move it out of the scope" % (
+                                     fn, listed, hint, HELPER, fn)))
+            return
+        hit = types & mapped
+        if not hit:
+            return
+        if len(types) != 1:
+            work.reasons.append((line, "%s creates %s depending on its "
+                                 "arguments; convert it by hand%s" % (
+                                     fn, " or ".join(sorted(types)), hint)))
+            return
+        op_type = next(iter(types))
+        entry = mapping[op_type]
+        reason = self.graph_only_reason(entry)
+        if reason is not None:
+            work.reasons.append((line, reason))
+            return
+        work.calls[call] = entry.expression
+        work.converted_types.add(op_type)
+        if entry.direct:
+            work.direct[op_type] = entry.registration
+        work.changed.append((line, "%s(...) -> %s(%s, %s)(...) [%s]" % (
+            fn, HELPER, fn, code(entry.expression), op_type)))
+
+    def _unseen_reason(self, call, mapped):
+        """A true reason for a call this tool cannot see into."""
+        fn = code(call.func)
+        listed = ", ".join(sorted(mapped))
+        effect = ("and the ops of the types the map re-routes (%s) that it "
+                  "creates take the map's gradients out of this tool's sight "
+                  "(it never follows calls)" % listed)
+        if isinstance(call.func, cst.Attribute):
+            if call.func.attr.value in tables.RUNNING_METHODS:
+                return ("%s(...) is a method call this tool cannot see into; if "
+                        "it only runs the graph (Session.run, Saver.restore, "
+                        "Tensor.eval) it creates no op, so move it out of the "
+                        "override scope and migrate again; otherwise wrap each "
+                        "op of a re-routed type (%s) that it creates with %s by "
+                        "hand" % (fn, listed, HELPER))
+            return ("%s(...) is a method call this tool cannot see into, %s; "
+                    "wrap each such op in the method's code with %s by hand, or "
+                    "move the call out of the scope if it creates none"
+                    % (fn, effect, HELPER))
+        if self.builtin_name(call.func) is not None:
+            return ("the builtin %s() runs code this tool cannot see into, %s; "
+                    "move the call out of the scope, or convert the ops it "
+                    "creates by hand with %s" % (fn, effect, HELPER))
+        origin = self._origin(call.func)
+        if origin is not None:
+            return ("%s(...) is %s, %s; wrap each such op inside it with %s by "
+                    "hand, or move the call out of the scope if it creates none"
+                    % (fn, origin, effect, HELPER))
+        if isinstance(call.func, cst.Name) and not self._bound_here(call.func):
+            return ("%s(...) calls a function that this file neither defines nor "
+                    "imports by name (a star import, or a global set elsewhere), "
+                    "%s; wrap each such op where it is defined with %s by hand"
+                    % (fn, effect, HELPER))
+        return ("%s(...) calls a function passed in or computed at run time, %s; "
+                "wrap each such op where that function is defined with %s by "
+                "hand" % (fn, effect, HELPER))
+
+    def _bound_here(self, name):
+        scope = self.scope(name)
+        return scope is not None and bool(scope[name.value])
+
+    def _origin(self, func):
+        """Where a called name comes from, in words, or None if unknown."""
+        if not isinstance(func, cst.Name):
+            return None
+        scope = self.scope(func)
+        if scope is None:
+            return None
+        for a in scope[func.value]:
+            node = getattr(a, "node", None)
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                kind = "a function" if isinstance(node, cst.FunctionDef) else "a class"
+                return "%s defined in this file (line %d)" % (kind, self.line(node))
+        for q in self.qualified(func):
+            if q.source == QualifiedNameSource.IMPORT:
+                return "imported from %s" % q.name.rsplit(".", 1)[0]
+        return None

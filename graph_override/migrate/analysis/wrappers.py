@@ -1,0 +1,152 @@
+"""A project's own wrappers around ``gradient_override_map``, and their
+call sites.
+
+A wrapper is a function whose body opens the map with one of its
+parameters (``def override(mapping): return g.gradient_override_map(mapping)``),
+hands the open scope to its caller (a ``@contextlib.contextmanager`` that
+yields inside the map, or a function that returns the context manager), so
+that the ops the map re-routes are created at its call sites. This tool
+converts no wrapper, and lists every call site it finds (by name, in the
+file of the wrapper and in the other files of the run): TF2 ignores the map
+there too.
+"""
+
+import ast
+import dataclasses
+
+import libcst as cst
+from libcst.metadata import QualifiedNameSource
+
+from graph_override.migrate.analysis.common import HELPER, code, string_value
+
+__all__ = ["Wrapper", "WrappersMixin", "find_wrappers"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Wrapper:
+    """A function that opens gradient_override_map for its callers."""
+
+    name: str
+    filename: str
+    line: int
+    how: str            # what makes it a wrapper, in words
+    method: bool = False  # defined in a class (called as obj.name(...))
+    local: bool = False   # defined in the file being migrated
+
+
+def _own_nodes(func):
+    """The nodes of a function's body, not those of defs nested in it."""
+    stack = list(func.body)
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                      ast.Lambda, ast.ClassDef)):
+                stack.append(child)
+
+
+def _is_map_call(node):
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "gradient_override_map")
+
+
+def _how(func):
+    args = func.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    params.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    in_with = {}
+    for node in _own_nodes(func):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if _is_map_call(item.context_expr):
+                    in_with[item.context_expr] = node
+    for node in _own_nodes(func):
+        if not _is_map_call(node):
+            continue
+        used = {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
+        if used & params:
+            return "it opens the map with its parameter %r" % sorted(used & params)[0]
+        scope = in_with.get(node)
+        if scope is None:
+            return "it hands the gradient_override_map context to its caller"
+        body = ast.Module(body=scope.body, type_ignores=[])
+        if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(body)):
+            return "it yields inside the map (a context manager)"
+    return None
+
+
+def find_wrappers(text, filename):
+    """The wrappers a source defines: {name: Wrapper} (parsed, never run)."""
+    if "gradient_override_map" not in text:
+        return {}
+    try:
+        tree = ast.parse(text, filename)
+    except (SyntaxError, ValueError):
+        return {}
+    found = {}
+    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    owner = {id(f): c for c in classes for f in c.body}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            how = _how(node)
+            if how is None:
+                continue
+            cls = owner.get(id(node))
+            if cls is not None and node.name in ("__init__", "__enter__"):
+                # A class-based context manager: `with Guided(...):` opens it.
+                found[cls.name] = Wrapper(cls.name, filename, cls.lineno,
+                                          "its %s %s" % (node.name, how[3:]))
+            else:
+                found[node.name] = Wrapper(node.name, filename, node.lineno, how,
+                                           method=cls is not None)
+    return found
+
+
+def _entries(call):
+    """"Sign: 'A'" for a dict literal first argument, else ''."""
+    if not call.args or not isinstance(call.args[0].value, cst.Dict):
+        return ""
+    parts = []
+    for el in call.args[0].value.elements:
+        if isinstance(el, cst.DictElement) and string_value(el.key) is not None:
+            parts.append("%s: %s" % (string_value(el.key), code(el.value)))
+    return " (%s)" % ", ".join(parts) if parts else ""
+
+
+class WrappersMixin:
+    """The wrapper idiom of `graph_override.migrate.analysis`."""
+
+    def wrapper_calls(self):
+        """Lists every call of a wrapper (self.named_calls, by name)."""
+        for name, call in self.named_calls:
+            wrapper = self.wrappers[name]
+            if isinstance(call.func, cst.Attribute) and \
+                    call.func.attr.value == "gradient_override_map":
+                continue  # <graph>.gradient_override_map: the scopes' own idiom
+            if not self._calls_wrapper(call, wrapper):
+                continue
+            where = "%s:%d" % ("this file" if wrapper.local else wrapper.filename,
+                               wrapper.line)
+            self.plan.untouched.append((self.line(call), (
+                "%s(...) calls %s (%s), which opens gradient_override_map for "
+                "its caller: %s. TF2 ignores that map, and this tool converts no "
+                "wrapper: wrap each op created in its scope of a re-routed "
+                "type%s with %s(<tf function>, <gradient>) by hand, then stop "
+                "using the wrapper") % (code(call.func), name, where, wrapper.how,
+                                        _entries(call), HELPER)))
+
+    def _calls_wrapper(self, call, wrapper):
+        func = call.func
+        imported = any(q.source == QualifiedNameSource.IMPORT
+                       and q.name.endswith("." + wrapper.name)
+                       and not q.name.startswith("tensorflow.")
+                       for q in self.qualified(func))
+        if isinstance(func, cst.Attribute):
+            return wrapper.method or imported
+        if wrapper.local:
+            scope = self.scope(func)
+            return scope is not None and any(
+                isinstance(getattr(a, "node", None), (cst.FunctionDef, cst.ClassDef))
+                for a in scope[func.value])
+        return imported
