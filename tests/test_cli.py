@@ -97,7 +97,7 @@ def broken_tensorflow(tmp_path_factory):
     (["no-such-command"], 2, ["invalid choice: 'no-such-command'"]),
     (["migrate"], 2, ["the following arguments are required: PATH"]),
     (["patch", "model.pb"], 2, ["--map"]),
-    (["inspect", "--limit", "many", "model.pb"], 2, ["invalid int value: 'many'"]),
+    (["inspect", "--limit", "many", "model.pb"], 2, ["expected a positive number of rows, got 'many'"]),
 ] + [([name, "--help"], 0, ["usage: graph-override " + name]) for name in cli.COMMANDS])
 def test_help_version_and_usage_errors_do_not_import_tensorflow(folder, argv, code, shows):
     got = _probe(argv, folder)
