@@ -75,7 +75,7 @@ def _build(estimator, x, params, grad_name):
         with override({"Relu": "Identity"}):
             return tf.nn.relu(s)  # == estimators.heaviside(x)
     if estimator == "ste_tern":
-        correction = estimators.ternary_correction(x, s, params["threshold_value"])
+        correction = estimators.ternary_correction(x, s, params)
         with override({"Sign": "Identity"}):
             return tf.sign(s + tf.stop_gradient(correction))  # == ternary(x)
     with override({"Sign": "Identity"}):

@@ -125,9 +125,14 @@ def test_bad_arguments():
 
 def test_builtin_names_describe_themselves_and_round_trip():
     name = overrides.gradient_name("ste_tern", threshold_value=0.1, clip_value=None)
-    assert name == "graph_override.ste_tern(threshold_value=0.1, clip_value=None)"
+    assert name == ("graph_override.ste_tern(threshold_value=0.1, "
+                    "ternary_weight_networks=False, clip_value=None)")
     assert registry.parse_builtin_name(name) == (
-        "ste_tern", {"threshold_value": 0.1, "clip_value": None})
+        "ste_tern", {"threshold_value": 0.1, "ternary_weight_networks": False,
+                     "clip_value": None})
+    # Names written before ternary_weight_networks existed still resolve.
+    old = "graph_override.ste_tern(threshold_value=0.1, clip_value=None)"
+    assert go.is_resolvable(old) and go.resolve(old) == old
     assert overrides.gradient_name("dorefa_quantize") == "graph_override.dorefa_quantize(k_bit=2)"
     assert (overrides.gradient_name("clip_gradient", clip_value_min=-1, clip_value_max=float("inf"))
             == "graph_override.clip_gradient(clip_value_min=-1.0, clip_value_max=inf)")
