@@ -9,6 +9,7 @@ __all__ = [
     "CheckpointMismatchError",
     "ClusterSpecError",
     "ClusterUnreachableError",
+    "ConcurrentScopeError",
     "DuplicateGradientError",
     "EagerModeError",
     "GradientContractError",
@@ -97,3 +98,8 @@ class ClusterSpecError(GraphOverrideError, ValueError):
 class ClusterUnreachableError(GraphOverrideError, ConnectionError):
     """Tasks of the cluster did not answer within the time allowed
     (graph_override.training)."""
+
+
+class ConcurrentScopeError(GraphOverrideError, RuntimeError):
+    """Two threads use gradient override maps on one graph at the same time;
+    TensorFlow keeps one map per graph, so their ops would swap gradients."""
