@@ -10,7 +10,6 @@ the ops it re-routed, warns (or raises) when that is none, and raises
 """
 
 import collections
-import contextlib
 import threading
 import warnings
 
@@ -64,43 +63,51 @@ _CLAIMS = "_graph_override_claims"
 _claims_lock = threading.Lock()
 
 
-@contextlib.contextmanager
-def claim_graph(graph, what):
+class claim_graph:  # pylint: disable=invalid-name
     """Marks `graph` as having an override map open in this thread.
 
     TensorFlow keeps one gradient override map per graph, shared by all
     threads: an op another thread creates while this thread's map is open
     gets this thread's gradients, and the other way round. A claim by a
     second thread while the first holds one raises instead. Nesting in one
-    thread is fine.
+    thread is fine. A plain class, not a generator, so that a claim is
+    released by `__exit__` only, never by garbage collection.
 
     Raises:
       ConcurrentScopeError: another thread holds a claim on `graph`.
     """
-    me = threading.get_ident()
-    with _claims_lock:
-        claims = getattr(graph, _CLAIMS, None)
-        if claims is None:
-            claims = {}
-            setattr(graph, _CLAIMS, claims)
-        others = [v[0] for k, v in claims.items() if k != me]
-        if others:
-            raise ConcurrentScopeError(
-                "%s: thread %r has a gradient override scope open on this "
-                "graph, and TensorFlow keeps one override map per graph (not "
-                "per thread), so the ops of both threads would get each "
-                "other's gradients. Build each thread's ops in its own "
-                "tf.Graph, or enter the scopes one thread at a time (a lock "
-                "around the `with`)." % (what, others[0]))
-        claims.setdefault(me, [threading.current_thread().name, 0])[1] += 1
-    try:
-        yield
-    finally:
+
+    def __init__(self, graph, what):
+        self.graph, self.what = graph, what
+
+    def __enter__(self):
+        me = threading.get_ident()
         with _claims_lock:
+            claims = getattr(self.graph, _CLAIMS, None)
+            if claims is None:
+                claims = {}
+                setattr(self.graph, _CLAIMS, claims)
+            others = [v[0] for k, v in claims.items() if k != me]
+            if others:
+                raise ConcurrentScopeError(
+                    "%s: thread %r has a gradient override scope open on this "
+                    "graph, and TensorFlow keeps one override map per graph "
+                    "(not per thread), so the ops of both threads would get "
+                    "each other's gradients. Build each thread's ops in its "
+                    "own tf.Graph, or enter the scopes one thread at a time (a "
+                    "lock around the `with`)." % (self.what, others[0]))
+            claims.setdefault(me, [threading.current_thread().name, 0])[1] += 1
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        me = threading.get_ident()
+        with _claims_lock:
+            claims = getattr(self.graph, _CLAIMS)
             entry = claims[me]
             entry[1] -= 1
             if not entry[1]:
                 del claims[me]
+        return False
 
 
 def _check_key(op_type):

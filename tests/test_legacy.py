@@ -590,6 +590,11 @@ def test_one_argument_feeding_both_inputs_of_mul_gets_both_gradients(mode):
     both = op_with_gradient(lambda t: tf.multiply(t, t), weighted)
     got = testing.evaluate(both, a, mode, upstream=up)
     np.testing.assert_allclose(got.gradients[0], 11.0 * up)
+    # Arguments in another order than the op's inputs.
+    swapped = op_with_gradient(lambda s, t: tf.multiply(t, s), weighted)
+    got = testing.evaluate(swapped, [a, a + 1.0], mode, upstream=up)
+    np.testing.assert_allclose(got.gradients[0], 10.0 * up)
+    np.testing.assert_allclose(got.gradients[1], 1.0 * up)
     # Two arguments, the same tensor passed as both: the sum reaches it.
     pair = op_with_gradient(lambda s, t: tf.multiply(s, t), weighted)
     got = testing.evaluate(lambda s, t: pair(t, t), [a, a], mode, upstream=up)
