@@ -30,7 +30,9 @@ __all__ = [
     "op_type_suggestions",
     "operations_since",
     "operation_count",
+    "override_map_entries",
     "register_gradient_function",
+    "restore_override_map_entries",
     "tape_records",
 ]
 
@@ -129,3 +131,24 @@ def has_gradient_entry(name):
 def op_def(op_type):
     """TensorFlow's OpDef of `op_type` (its inputs, outputs and attrs), or None."""
     return _op_def_registry.get(op_type)
+
+
+_MISSING = object()
+
+
+def override_map_entries(graph, op_types):
+    """The current entries of `graph`'s gradient override map for
+    `op_types`, to give to `restore_override_map_entries`."""
+    current = graph._gradient_override_map  # pylint: disable=protected-access
+    return {t: current.get(t, _MISSING) for t in op_types}
+
+
+def restore_override_map_entries(graph, saved):
+    """Puts back the entries `override_map_entries` returned (removing those
+    that were absent then)."""
+    current = graph._gradient_override_map  # pylint: disable=protected-access
+    for op_type, value in saved.items():
+        if value is _MISSING:
+            current.pop(op_type, None)
+        else:
+            current[op_type] = value

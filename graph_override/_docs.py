@@ -64,9 +64,17 @@ _EST = {
         values="[0. 0. 1.]", grads="[0. 1. 0.]"),
     "ste_tern": dict(
         summary="Ternarization with the straight-through estimator.",
-        forward="q(x) = sign(x) if |x| > threshold_value else 0",
+        forward=("q(x) = sign(sign(x + t) + sign(x - t)), that is sign(x) "
+                 "if |x| >= t else 0,\n"
+                 "            computed op for op as larq's ste_tern; t = "
+                 "threshold_value, or with\n"
+                 "            ternary_weight_networks t = 0.7 * mean(|x|)"),
         grad="dq/dx = 1 if |x| <= clip_value else 0",
-        args=("threshold_value: values with |x| <= threshold_value become 0.\n"
+        args=("threshold_value: the threshold t: values with |x| < t become 0, "
+              "|x| = t keeps its sign.\n"
+              "    ternary_weight_networks: if True, t = 0.7 * sum(|x|) / size(x) "
+              "(Li et al.),\n      computed from x on every call; "
+              "threshold_value is then unused.\n"
               "    clip_value: gradient passes where |x| <= clip_value; None "
               "passes it everywhere."),
         paper="Li et al., Ternary Weight Networks, arXiv:1605.04711, 2016.",

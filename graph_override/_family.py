@@ -30,9 +30,12 @@ def _functions(apply):
     def ste_heaviside(x, clip_value=1.0, name=None):
         return apply("ste_heaviside", x, name, {"clip_value": clip_value})
 
-    def ste_tern(x, threshold_value=0.05, clip_value=1.0, name=None):
-        return apply("ste_tern", x, name, {"threshold_value": threshold_value,
-                                           "clip_value": clip_value})
+    def ste_tern(x, threshold_value=0.05, ternary_weight_networks=False,
+                 clip_value=1.0, name=None):
+        return apply("ste_tern", x, name, {
+            "threshold_value": threshold_value,
+            "ternary_weight_networks": ternary_weight_networks,
+            "clip_value": clip_value})
 
     def ste_round(x, name=None):
         return apply("ste_round", x, name, {})

@@ -9,6 +9,7 @@ __all__ = [
     "CheckpointMismatchError",
     "ClusterSpecError",
     "ClusterUnreachableError",
+    "ConcurrentScopeError",
     "DuplicateGradientError",
     "EagerModeError",
     "GradientContractError",
@@ -24,7 +25,16 @@ __all__ = [
 
 
 class GraphOverrideError(Exception):
-    """Base class of every error graph_override raises on purpose."""
+    """Base class of every error graph_override raises on purpose.
+
+    Errors keep their class when raised inside `tf.function`: AutoGraph
+    (on by default) re-creates an exception raised in converted code, and
+    turns the classes it cannot re-create (all of these) into its own
+    StagingError, so ``except EagerModeError`` would miss it. AutoGraph
+    leaves exceptions that carry `ag_pass_through` untouched.
+    """
+
+    ag_pass_through = True
 
     def __str__(self):
         # KeyError and LookupError subclasses would otherwise print the
@@ -88,3 +98,8 @@ class ClusterSpecError(GraphOverrideError, ValueError):
 class ClusterUnreachableError(GraphOverrideError, ConnectionError):
     """Tasks of the cluster did not answer within the time allowed
     (graph_override.training)."""
+
+
+class ConcurrentScopeError(GraphOverrideError, RuntimeError):
+    """Two threads use gradient override maps on one graph at the same time;
+    TensorFlow keeps one map per graph, so their ops would swap gradients."""

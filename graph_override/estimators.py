@@ -12,7 +12,7 @@ same formula.
 | approx_sign | as ste_sign | dy * max(0, 2 - 2 abs(x)) |
 | swish_sign | as ste_sign | dy * b(2 - bx tanh(bx/2)) / (1 + cosh(bx)) |
 | ste_heaviside | 1 where x > 0, else 0 | as ste_sign |
-| ste_tern | sign(x) where abs(x) > threshold, else 0 | as ste_sign |
+| ste_tern | sign(sign(x + t) + sign(x - t)): sign(x) where abs(x) >= t, else 0 | as ste_sign |
 | ste_round | round half to even | dy |
 | ste_floor | floor | dy |
 | dorefa_quantize | round(clip(x, 0, 1) n) / n, n = 2^k - 1 | dy * [0 <= x <= 1] |
@@ -52,8 +52,9 @@ ESTIMATORS = collections.OrderedDict((s.name, s) for s in [
     EstimatorSpec("approx_sign", (), "Sign", True),
     EstimatorSpec("swish_sign", (("beta", 5.0),), "Sign", True),
     EstimatorSpec("ste_heaviside", (("clip_value", 1.0),), "Sign", True),
-    EstimatorSpec("ste_tern", (("threshold_value", 0.05), ("clip_value", 1.0)),
-                  "Sign", True),
+    EstimatorSpec("ste_tern", (("threshold_value", 0.05),
+                               ("ternary_weight_networks", False),
+                               ("clip_value", 1.0)), "Sign", True),
     EstimatorSpec("ste_round", (), "Round", True),
     EstimatorSpec("ste_floor", (), "Floor", True),
     EstimatorSpec("dorefa_quantize", (("k_bit", 2),), "Round", True),
@@ -115,8 +116,19 @@ def normalize(estimator, params):
         if out["beta"] <= 0:
             raise ValueError("%s(beta=...) must be > 0, got %r" % (e, out["beta"]))
     if "threshold_value" in out:
+        # + 0.0 turns -0.0 into +0.0, so x - t never yields a signed zero
+        # that x + (-t) would not.
         out["threshold_value"] = _number(e, "threshold_value",
-                                         out["threshold_value"], minimum=0.0)
+                                         out["threshold_value"], minimum=0.0) + 0.0
+    if "ternary_weight_networks" in out:
+        twn = out["ternary_weight_networks"]
+        # 0 and 1 are accepted too: a --map rule spells numbers, not bools.
+        if isinstance(twn, bool) or (isinstance(twn, numbers.Integral)
+                                     and twn in (0, 1)):
+            out["ternary_weight_networks"] = bool(twn)
+        else:
+            raise TypeError("%s(ternary_weight_networks=...) must be True or "
+                            "False, got %r" % (e, twn))
     if "k_bit" in out:
         k = out["k_bit"]
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= 16:
@@ -169,15 +181,27 @@ def heaviside(x):
     return tf.nn.relu(tf.sign(x))
 
 
-def ternary_correction(x, s, threshold_value):
-    """What added to s = sign(x) zeroes it where abs(x) <= threshold."""
-    return tf.where(tf.abs(x) <= _const(threshold_value, x), -s, tf.zeros_like(s))
+def ternary_threshold(x, params):
+    """The threshold t of ste_tern: `threshold_value`, or with
+    `ternary_weight_networks` 0.7 * sum(abs(x)) / size(x), as larq computes
+    it (the division exact in every mode, see `exact_divide`)."""
+    if params["ternary_weight_networks"]:
+        total = _const(0.7, x) * tf.reduce_sum(tf.abs(x))
+        return exact_divide(total, tf.cast(tf.size(x), x.dtype))
+    return _const(params["threshold_value"], x)
 
 
-def ternary(x, threshold_value):
-    """sign(x) where abs(x) > threshold, else +0 (NaN stays NaN)."""
-    s = tf.sign(x)
-    return tf.sign(s + tf.stop_gradient(ternary_correction(x, s, threshold_value)))
+def ternary(x, params):
+    """sign(sign(x + t) + sign(x - t)), op for op as larq's ste_tern:
+    sign(x) where abs(x) >= t, else +0 (NaN stays NaN)."""
+    t = ternary_threshold(x, params)
+    return tf.sign(tf.sign(x + t) + tf.sign(x - t))
+
+
+def ternary_correction(x, s, params):
+    """ternary(x) - s: added to s = sign(x) (values -1, 0, 1), it gives
+    ternary(x) exactly, so a family can keep a Sign op that reads x."""
+    return ternary(x, params) - s
 
 
 def exact_divide(x, n):
@@ -203,7 +227,7 @@ def forward(estimator, x, params):
     if estimator == "ste_heaviside":
         return heaviside(x)
     if estimator == "ste_tern":
-        return ternary(x, params["threshold_value"])
+        return ternary(x, params)
     if estimator == "ste_round":
         return tf.round(x)
     if estimator == "ste_floor":

@@ -129,6 +129,40 @@ class _Template:
 
     def __init__(self, op, slots, structure):
         self.op, self.slots, self.structure = op, slots, structure
+        self._eager_gradient = None
+
+    def eager_gradient(self, grad_fn, grad_name):
+        """The legacy gradient as a `tf.function`, traced once per signature.
+
+        Legacy gradient functions are graph code: some call `tf.gradients`
+        (smoothed max-pool gradients, guided backprop), which raises in eager
+        execution. In eager mode they therefore run in a FuncGraph, as they
+        would in a TF1 graph, with the same view of the op."""
+        if self._eager_gradient is None:
+            self._eager_gradient = tf.function(
+                functools.partial(_legacy_gradients, grad_fn, grad_name, self,
+                                  self.op.name),
+                autograph=False, reduce_retracing=True)
+        return self._eager_gradient
+
+
+def _legacy_gradients(grad_fn, grad_name, template, name, xs, outputs, dys):
+    """Runs the legacy gradient function on a view of the op; the gradient
+    of each argument tensor (summed where an argument feeds several op
+    inputs), checked against the gradient contract."""
+    op, slots = template.op, template.slots
+    inputs = [xs[s[1]] if s[0] == "arg" else tf.constant(s[1]) for s in slots]
+    dys = [tf.zeros_like(o) if dy is None and o.dtype.is_floating else dy
+           for dy, o in zip(dys, outputs)]
+    view = LegacyOp(op.type, name, inputs, outputs, op)
+    got = grad_fn(view, *dys)
+    grads = check_gradients(got, op_name=name, op_type=op.type, inputs=inputs,
+                            gradient_name=grad_name, function=grad_fn)
+    per_arg = [[] for _ in xs]
+    for slot, g in zip(slots, grads):
+        if slot[0] == "arg":
+            per_arg[slot[1]].append(g)
+    return [_sum_grads(gs) for gs in per_arg]
 
 
 def _signature_key(leaves, tensor_positions, tensors):
@@ -238,7 +272,18 @@ def op_with_gradient(op_fn, gradient):
 
     Tensor arguments are the positional or keyword arguments that are
     tensors, variables or numpy arrays; other values (Python numbers,
-    strings, ``name=``) are passed to `op_fn` as they are.
+    strings, ``name=``) are passed to `op_fn` as they are. An argument that
+    feeds several op inputs (``lambda a: tf.multiply(a, a)``) gets the sum
+    of their gradients.
+
+    Where the legacy function runs: in graph mode and inside `tf.function`,
+    where the gradient is computed; in eager mode, as a `tf.function`
+    traced once per signature. Legacy gradient functions are graph code,
+    and some call `tf.gradients` (smoothed max-pool gradients in feature
+    visualization, guided backprop), which eager execution refuses; so
+    `tf.gradients` inside the legacy function works in every mode, and
+    Python side effects in it happen when it is traced, as they did when
+    a TF1 graph was built.
 
     Example:
       >>> import tensorflow as tf
@@ -312,7 +357,7 @@ def op_with_gradient(op_fn, gradient):
             return op_fn(*args, **kwargs)
         tensors = [_to_tensor(leaves[i]) for i in positions]
         template = template_for(structure, leaves, positions, tensors)
-        op, slots = template.op, template.slots
+        op = template.op
         returned = []  # filled with what the caller gets, read by grad()
 
         @tf.custom_gradient
@@ -324,22 +369,14 @@ def op_with_gradient(op_fn, gradient):
             name = real.name if real is not None else op.name
 
             def grad(*dys):
-                inputs = [xs[s[1]] if s[0] == "arg" else tf.constant(s[1])
-                          for s in slots]
-                dys = [tf.zeros_like(o) if dy is None and o.dtype.is_floating
-                       else dy for dy, o in zip(dys, outputs)]
                 # The outputs the caller got: tied to the inputs by this very
                 # gradient, as an overridden op's outputs are in TF1 graphs.
-                view = LegacyOp(op.type, name, inputs, returned or outputs, op)
-                got = grad_fn(view, *dys)
-                grads = check_gradients(got, op_name=name, op_type=op.type,
-                                        inputs=inputs, gradient_name=grad_name,
-                                        function=grad_fn)
-                per_arg = [[] for _ in xs]
-                for slot, g in zip(slots, grads):
-                    if slot[0] == "arg":
-                        per_arg[slot[1]].append(g)
-                return [_sum_grads(gs) for gs in per_arg]
+                seen = list(returned or outputs)
+                if tf.executing_eagerly():
+                    run = template.eager_gradient(grad_fn, grad_name)
+                    return run(list(xs), seen, list(dys))
+                return _legacy_gradients(grad_fn, grad_name, template, name,
+                                         list(xs), seen, list(dys))
 
             return (outputs if len(outputs) > 1 else outputs[0]), grad
 

@@ -15,10 +15,16 @@ Graph mode only: in eager mode, and under a GradientTape inside tf.function,
 TensorFlow ignores override maps, so these functions raise `EagerModeError`.
 """
 
+import threading
+
 import tensorflow as tf
 
 from graph_override import _family, estimators, registry
-from graph_override.scope import require_graph_mode
+from graph_override.scope import claim_graph, require_graph_mode
+
+# Builds of this family in one process take turns, so two threads building
+# into one graph never see each other's override map.
+_build_lock = threading.RLock()
 
 __all__ = [
     "approx_sign",
@@ -75,7 +81,7 @@ def _build(estimator, x, params, grad_name):
         with override({"Relu": "Identity"}):
             return tf.nn.relu(s)  # == estimators.heaviside(x)
     if estimator == "ste_tern":
-        correction = estimators.ternary_correction(x, s, params["threshold_value"])
+        correction = estimators.ternary_correction(x, s, params)
         with override({"Sign": "Identity"}):
             return tf.sign(s + tf.stop_gradient(correction))  # == ternary(x)
     with override({"Sign": "Identity"}):
@@ -89,7 +95,8 @@ def _apply(estimator, x, name, params):
     grad_name = _registered_name(estimator, params)
     with tf.compat.v1.name_scope(name, estimator, [x]):
         x = estimators.check_float_input(x, estimator)
-        return _build(estimator, x, params, grad_name)
+        with _build_lock, claim_graph(x.graph, what):
+            return _build(estimator, x, params, grad_name)
 
 
 (approx_sign, clip_gradient, dorefa_quantize, flip_gradient, scale_gradient,

@@ -27,6 +27,7 @@ __all__ = [
     "BUILTIN_PREFIX",
     "RegisteredGradient",
     "builtin_name",
+    "estimator_suggestions",
     "is_resolvable",
     "parse_builtin_name",
     "register_gradient",
@@ -197,6 +198,12 @@ def register_gradient(fn=None, *, name=None):
     """
     if fn is None:
         return functools.partial(register_gradient, name=name)
+    if isinstance(fn, str):
+        raise TypeError(
+            "register_gradient(%r) got a string where the gradient function "
+            "goes. To register under that name, decorate with "
+            "@register_gradient(name=%r), or call register_gradient(fn, "
+            "name=%r)." % (fn, fn, fn))
     if not callable(fn):
         raise TypeError("register_gradient() needs a callable gradient "
                         "function, got %s" % type(fn).__name__)
@@ -314,6 +321,31 @@ def _example_name(estimator):
         "%s=%s" % (k, "..." if v is None else _format_value(v)) for k, v in defaults))
 
 
+def _short_name(name):
+    short = name.split("(")[0].strip()
+    return short[len(BUILTIN_PREFIX):] if short.startswith(BUILTIN_PREFIX) else short
+
+
+def estimator_suggestions(name, limit=3):
+    """Built-in estimator names that look like `name`, best first.
+
+    `name` may be a bare estimator name (``"ste_sing"``) or a built-in
+    gradient name (``"graph_override.ste_sing(clip_value=1.0)"``); only the
+    estimator table is searched, so a misspelled estimator is never
+    answered with an op type.
+
+    Example:
+      >>> from graph_override import registry
+      >>> registry.estimator_suggestions("ste_sing")[0]
+      'ste_sign'
+    """
+    short = _short_name(str(name))
+    if not short:
+        return []
+    return difflib.get_close_matches(short, list(estimators.ESTIMATORS),
+                                     n=limit, cutoff=0.6)
+
+
 def resolve(name):
     """Makes sure TensorFlow can find gradient `name`; returns the name.
 
@@ -328,11 +360,16 @@ def resolve(name):
                         % type(name).__name__)
     if _compat.has_gradient_entry(name) or _register_builtin(name) is not None:
         return name
-    known = _compat.gradient_registry_names()
-    hints = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    short = name.split("(")[0].replace(BUILTIN_PREFIX, "")
-    if short in estimators.ESTIMATORS:
-        hints.insert(0, _example_name(short))
+    short = _short_name(name)
+    if short in estimators.ESTIMATORS:  # a known estimator, bad parameters
+        hints = [_example_name(short)]
+    else:
+        # A misspelled estimator gets estimator names, not look-alike op
+        # types from TensorFlow's registry ("ste_sing" is not "AsString").
+        hints = [_example_name(e) for e in estimator_suggestions(name)]
+        if not hints:
+            hints = difflib.get_close_matches(
+                name, _compat.gradient_registry_names(), n=3, cutoff=0.6)
     hint = (" Did you mean %s?" % " or ".join(repr(h) for h in hints)) if hints else ""
     raise UnknownGradientError(
         "no gradient is registered under %r, and it is not a built-in "

@@ -10,14 +10,17 @@ the ops it re-routed, warns (or raises) when that is none, and raises
 """
 
 import collections
+import threading
 import warnings
 
 import tensorflow as tf
 
 from graph_override import _compat, registry
-from graph_override.errors import EagerModeError, NoMatchError, UnknownOpTypeError
+from graph_override.errors import (ConcurrentScopeError, EagerModeError,
+                                   NoMatchError, UnknownOpTypeError)
 
-__all__ = ["NoMatchWarning", "override_gradients", "require_graph_mode"]
+__all__ = ["ConcurrentScopeError", "NoMatchWarning", "claim_graph",
+           "override_gradients", "require_graph_mode"]
 
 _ON_NO_MATCH = ("warn", "raise", "ignore")
 
@@ -52,6 +55,59 @@ def require_graph_mode(what, tensors=()):
     if graph.building_function and tensors and _compat.tape_records(tensors):
         raise EagerModeError("%s was called inside tf.function under a "
                              "GradientTape: %s" % (what, _TAPE_HINT))
+
+
+# Which threads have an override map open on a graph: an attribute of the
+# graph itself, {thread ident: [thread name, depth]}, changed under this lock.
+_CLAIMS = "_graph_override_claims"
+_claims_lock = threading.Lock()
+
+
+class claim_graph:  # pylint: disable=invalid-name
+    """Marks `graph` as having an override map open in this thread.
+
+    TensorFlow keeps one gradient override map per graph, shared by all
+    threads: an op another thread creates while this thread's map is open
+    gets this thread's gradients, and the other way round. A claim by a
+    second thread while the first holds one raises instead. Nesting in one
+    thread is fine. A plain class, not a generator, so that a claim is
+    released by `__exit__` only, never by garbage collection.
+
+    Raises:
+      ConcurrentScopeError: another thread holds a claim on `graph`.
+    """
+
+    def __init__(self, graph, what):
+        self.graph, self.what = graph, what
+
+    def __enter__(self):
+        me = threading.get_ident()
+        with _claims_lock:
+            claims = getattr(self.graph, _CLAIMS, None)
+            if claims is None:
+                claims = {}
+                setattr(self.graph, _CLAIMS, claims)
+            others = [v[0] for k, v in claims.items() if k != me]
+            if others:
+                raise ConcurrentScopeError(
+                    "%s: thread %r has a gradient override scope open on this "
+                    "graph, and TensorFlow keeps one override map per graph "
+                    "(not per thread), so the ops of both threads would get "
+                    "each other's gradients. Build each thread's ops in its "
+                    "own tf.Graph, or enter the scopes one thread at a time (a "
+                    "lock around the `with`)." % (self.what, others[0]))
+            claims.setdefault(me, [threading.current_thread().name, 0])[1] += 1
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        me = threading.get_ident()
+        with _claims_lock:
+            claims = getattr(self.graph, _CLAIMS)
+            entry = claims[me]
+            entry[1] -= 1
+            if not entry[1]:
+                del claims[me]
+        return False
 
 
 def _check_key(op_type):
@@ -122,6 +178,15 @@ class override_gradients:  # pylint: disable=invalid-name
       EagerModeError: used in eager mode, or its ops are recorded by a
         GradientTape inside tf.function (TensorFlow would ignore the map).
       NoMatchError: nothing was re-routed and on_no_match="raise".
+      ConcurrentScopeError: another thread has an override scope open on
+        the same graph. TensorFlow keeps one override map per graph, not per
+        thread, so both threads' ops would get each other's gradients. (Ops
+        another thread creates outside any scope while this one is open
+        cannot be detected: build each thread's ops in its own graph.)
+
+    The previous map is restored when the scope ends, also on exceptions,
+    by the scope itself rather than by the clean-up of TensorFlow's
+    generator-based context manager.
     """
 
     def __init__(self, mapping, *, graph=None, on_no_match="warn"):
@@ -156,15 +221,28 @@ class override_gradients:  # pylint: disable=invalid-name
                     "override_gradients(%r) was entered in eager mode. %s"
                     % (self.mapping, _EAGER_HINT))
             graph = tf.compat.v1.get_default_graph()
-        start = _compat.operation_count(graph)
-        cm = graph.gradient_override_map(self.mapping)
-        cm.__enter__()
-        self._active.append((graph, start, cm))
+        claim = claim_graph(graph, "override_gradients(%r)" % (self.mapping,))
+        claim.__enter__()
+        try:
+            start = _compat.operation_count(graph)
+            saved = _compat.override_map_entries(graph, self.mapping)
+            cm = graph.gradient_override_map(self.mapping)
+            cm.__enter__()
+        except BaseException:
+            claim.__exit__(None, None, None)
+            raise
+        self._active.append((graph, start, cm, saved, claim))
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        graph, start, cm = self._active.pop()
-        cm.__exit__(exc_type, exc, tb)  # restores the previous map exactly
+        graph, start, cm, saved, claim = self._active.pop()
+        try:
+            cm.__exit__(exc_type, exc, tb)  # restores the previous map
+        finally:
+            # Restored here too, explicitly: never left to the generator's
+            # clean-up, which runs only when it is closed or collected.
+            _compat.restore_override_map_entries(graph, saved)
+            claim.__exit__(None, None, None)
         created = _compat.operations_since(graph, start)
         self.matched = [op for op in created if self._rerouted(op)]
         if exc_type is not None:

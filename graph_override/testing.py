@@ -79,6 +79,26 @@ def _function_mode(fn, inputs, upstream):
 _RUNNERS = {"graph": _graph_mode, "eager": _eager_mode, "function": _function_mode}
 
 
+def _is_python_number(value):
+    return isinstance(value, (bool, int, float, complex)) and not isinstance(
+        value, np.generic)
+
+
+def _check_input_list(inputs):
+    """A list of plain Python numbers is ambiguous: one input holding those
+    values, or one scalar input per number? It is refused, with both ways
+    to write what was meant."""
+    if inputs and all(_is_python_number(v) for v in inputs):
+        kind = type(inputs).__name__
+        raise TypeError(
+            "evaluate(fn, %r, ...): a %s is read as one input per argument "
+            "of fn, so these would be %d scalar inputs. For one input holding "
+            "these values write np.array(%r, np.float32); for %d scalar "
+            "inputs write [np.float32(v) for v in %r]." % (
+                inputs, kind, len(inputs), list(inputs), len(inputs),
+                list(inputs)))
+
+
 def evaluate(fn, inputs, mode="eager", *, upstream=None):
     """Runs `fn` in `mode` and returns its outputs and input gradients.
 
@@ -94,7 +114,9 @@ def evaluate(fn, inputs, mode="eager", *, upstream=None):
       fn: a function of one tensor per input, returning a tensor or a list of
         tensors.
       inputs: a numpy array (or anything np.asarray accepts), or a list/tuple
-        of them, one per argument of `fn`.
+        of them, one per argument of `fn`. A list of plain Python numbers
+        such as ``[0.5, -0.5]`` is refused as ambiguous: write
+        ``np.array([0.5, -0.5], np.float32)`` for one input.
       mode: "graph" (a fresh tf.Graph, placeholders, tf.gradients and a
         Session), "eager" (GradientTape) or "function" (GradientTape inside
         tf.function).
@@ -103,10 +125,18 @@ def evaluate(fn, inputs, mode="eager", *, upstream=None):
     Returns:
       Evaluation(outputs, gradients): numpy arrays; `outputs` is a single
       array when `fn` returns one tensor; `gradients` has one array per input.
+
+    Raises:
+      ValueError: an unknown mode, or upstream gradients that do not match
+        the outputs.
+      TypeError: `inputs` is a list of plain Python numbers (ambiguous), or
+        not numeric.
     """
     if mode not in _RUNNERS:
         raise ValueError("evaluate(mode=%r): use one of %s" % (mode, ", ".join(MODES)))
     single_input = not isinstance(inputs, (list, tuple))
+    if not single_input:
+        _check_input_list(inputs)
     arrays = [np.asarray(a) for a in _as_list(inputs)]
     if single_input and arrays[0].dtype == object:
         raise TypeError("evaluate: inputs must be numeric arrays")

@@ -8,7 +8,16 @@ function, as larq does.
 
 `op_with_gradient` runs a legacy ``(op, grad)`` gradient function unchanged
 under `tf.custom_gradient`; see `graph_override.legacy`.
+
+Keras: importing this module registers every estimator with Keras as
+``graph_override>NAME`` (``keras.utils.register_keras_serializable``), so a
+model that uses one as an activation, in a Lambda layer or in a layer's
+config saves to ``.keras`` (and HDF5 where Keras supports it) and loads
+with ``keras.models.load_model`` without ``custom_objects`` in any process
+that has imported ``graph_override.tf2``. See docs/guide/tf2.md.
 """
+
+import importlib
 
 import tensorflow as tf
 
@@ -47,6 +56,43 @@ def _apply(estimator, x, name, params):
 (approx_sign, clip_gradient, dorefa_quantize, flip_gradient, scale_gradient,
  ste_floor, ste_heaviside, ste_round, ste_sign, ste_tern,
  swish_sign) = _family.define(__name__, "tf2", _apply)
+
+
+_KERAS_PACKAGE = "graph_override"
+
+
+def _keras_registries():
+    """The register_keras_serializable functions of the Keras modules in
+    use: `keras`, and `tf.keras` where that is another module (tf_keras)."""
+    found = []
+    for load in (lambda: importlib.import_module("keras"), lambda: tf.keras):
+        try:
+            utils = load().utils
+        except (ImportError, AttributeError):  # pragma: no cover - no Keras
+            continue
+        if all(utils.get_registered_object is not f.get_registered_object
+               for f in found):
+            found.append(utils)
+    return found
+
+
+def _register_with_keras(functions):
+    """Registers each function as ``graph_override>NAME``, so Keras saves a
+    model that uses it (as an activation, in a Lambda layer or in a layer's
+    config) by name, and loads it without custom_objects in any process that
+    has imported graph_override.tf2. Importing TensorFlow imports Keras
+    already, so this costs no import time."""
+    for utils in _keras_registries():
+        for fn in functions:
+            key = "%s>%s" % (_KERAS_PACKAGE, fn.__name__)
+            if utils.get_registered_object(key) is None:
+                utils.register_keras_serializable(
+                    package=_KERAS_PACKAGE, name=fn.__name__)(fn)
+
+
+_register_with_keras([approx_sign, clip_gradient, dorefa_quantize, flip_gradient,
+                      scale_gradient, ste_floor, ste_heaviside, ste_round,
+                      ste_sign, ste_tern, swish_sign])
 
 
 def op_with_gradient(op_fn, gradient):

@@ -28,6 +28,8 @@ CASES = [
     ("ste_heaviside", {"clip_value": 0.25}, [0.25]),
     ("ste_tern", {}, [0.05, 1.0]),
     ("ste_tern", {"threshold_value": 0.5, "clip_value": 1.5}, [0.5, 1.5]),
+    ("ste_tern", {"threshold_value": 0.0}, [1.0]),
+    ("ste_tern", {"threshold_value": 1.0, "clip_value": None}, [1.0]),
     ("ste_round", {}, [0.5, 1.5, 2.5]),
     ("ste_floor", {}, [1.0, 2.0]),
     ("dorefa_quantize", {}, [1.0, 1 / 6, 0.5, 5 / 6]),
@@ -97,6 +99,20 @@ def flush_subnormals(x):
     return np.where(np.abs(x64) < tiny, 0.0, x64)
 
 
+def ref_threshold(x, p):
+    """ste_tern's threshold in x's dtype, as a float64. With
+    ternary_weight_networks: 0.7 * sum(|x|) / size(x), each operation
+    rounded to the dtype (the sum must be exact, as the tests' inputs make
+    it, since TensorFlow and numpy sum in different orders)."""
+    dt = x.dtype.type
+    if not p.get("ternary_weight_networks"):
+        return np.float64(dt(p["threshold_value"]))
+    total = dt(np.abs(x.astype(np.float64)).sum())
+    assert np.float64(total) == np.abs(x.astype(np.float64)).sum(), "inexact sum"
+    scaled = np.array(dt(0.7), x.dtype) * np.array(total, x.dtype)
+    return np.float64(np.array(scaled, x.dtype) / np.array(dt(x.size), x.dtype))
+
+
 def ref_forward(name, x, p):
     x64 = flush_subnormals(x)
     if name in ("ste_sign", "approx_sign", "swish_sign"):
@@ -104,8 +120,11 @@ def ref_forward(name, x, p):
     elif name == "ste_heaviside":
         out = np.where(x64 > 0, 1.0, 0.0)
     elif name == "ste_tern":
-        out = np.where(np.abs(x64) > np.float64(x.dtype.type(p["threshold_value"])),
-                       np.sign(x64), 0.0)
+        # larq's sign(sign(x + t) + sign(x - t)), t rounded to the dtype.
+        # Rounding x +- t to the dtype never changes its sign, so float64
+        # arithmetic gives the dtype's signs.
+        t = ref_threshold(x, p)
+        out = np.sign(np.sign(x64 + t) + np.sign(x64 - t))
     elif name == "ste_round":
         out = np.round(x64)
     elif name == "ste_floor":
@@ -262,6 +281,7 @@ def test_larq_defaults():
     assert sig["swish_sign"].parameters["beta"].default == 5.0
     assert sig["ste_tern"].parameters["threshold_value"].default == 0.05
     assert sig["ste_tern"].parameters["clip_value"].default == 1.0
+    assert sig["ste_tern"].parameters["ternary_weight_networks"].default is False
     assert sig["dorefa_quantize"].parameters["k_bit"].default == 2
     assert sig["flip_gradient"].parameters["scale"].default == 1.0
 
@@ -298,3 +318,87 @@ def test_name_argument_scopes_the_ops():
     names = [op.name for op in g.get_operations()]
     for scope in ("binarize_w/", "binarize_a/", "binarize_b/", "ste_sign/"):
         assert any(n.startswith(scope) for n in names), scope
+
+
+# --- ste_tern: larq's forward at and next to the threshold -------------------------
+
+def _tern_inputs(t, dtype):
+    """+-t, the neighbours of +-t, 0, -0 and values far from t."""
+    dt = _np_dtype(dtype)
+    v = np.array(t, dt)
+    values = [v, -v, _step(v, dtype, 1), _step(v, dtype, -1),
+              _step(-v, dtype, 1), _step(-v, dtype, -1), dt(0.0), dt(-0.0),
+              dt(2.0), dt(-2.0)]
+    return np.array(values, dt)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t", [0.05, 0.5, 0.3])
+def test_ste_tern_keeps_the_sign_at_the_threshold_as_larq(t, dtype):
+    x = _tern_inputs(t, dtype)
+    want = [1, -1, 1, 0, 0, -1, 0, 0, 1, -1]
+    for family, mode in FAMILY_MODES:
+        got = testing.evaluate(lambda v: family.ste_tern(v, threshold_value=t), x, mode)
+        where = "%s/%s %s" % (family.__name__, mode, dtype)
+        np.testing.assert_array_equal(got.outputs.astype(np.float64), want, err_msg=where)
+        assert not np.any(np.signbit(got.outputs[np.asarray(want) == 0])), where
+
+
+def _larq_ste_tern(x, threshold_value=0.05, ternary_weight_networks=False):
+    """larq's forward, written out op for op (larq/quantizers.py)."""
+    if ternary_weight_networks:
+        threshold = 0.7 * tf.reduce_sum(tf.abs(x)) / tf.cast(tf.size(x), x.dtype)
+    else:
+        threshold = threshold_value
+    return tf.sign(tf.sign(x + threshold) + tf.sign(x - threshold))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("params", [{}, {"threshold_value": 0.5},
+                                    {"ternary_weight_networks": True}],
+                         ids=["default", "t=0.5", "twn"])
+def test_ste_tern_is_bitwise_larq(params, dtype):
+    x = make_inputs([0.05, 0.5, 1.0], dtype, seed=3)
+    want = _larq_ste_tern(tf.constant(x), **params).numpy()
+    for family, mode in FAMILY_MODES:
+        got = testing.evaluate(lambda v: family.ste_tern(v, **params), x, mode)
+        testing._assert_bitwise(got.outputs, want, "%s/%s" % (family.__name__, mode))  # pylint: disable=protected-access
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ste_tern_ternary_weight_networks_threshold(dtype):
+    """t = 0.7 * mean(|x|); inputs whose sum is exact in every dtype."""
+    dt = _np_dtype(dtype)
+    x = np.array([-1.0, -0.75, -0.5, -0.25, -0.125, 0.0, -0.0, 0.125, 0.25,
+                  0.5, 0.75, 1.0, 0.375, -0.375, 0.625, 1.5], dt)
+    params = {"ternary_weight_networks": True}
+    full = dict(estimators.normalize("ste_tern", params))
+    t = ref_threshold(x, full)
+    assert 0.0 < t < 1.0
+    want = ref_forward("ste_tern", x, full).astype(np.float64)
+    assert set(want.tolist()) == {-1.0, 0.0, 1.0}
+    dy = np.linspace(-1, 1, x.size).astype(dt)
+    for family, mode in FAMILY_MODES:
+        got = testing.evaluate(lambda v: family.ste_tern(v, **params), x, mode, upstream=dy)
+        where = "%s/%s %s" % (family.__name__, mode, dtype)
+        np.testing.assert_array_equal(got.outputs.astype(np.float64), want, err_msg=where)
+        np.testing.assert_allclose(got.gradients[0].astype(np.float64),
+                                   ref_gradient("ste_tern", x, dy, full), err_msg=where)
+    # threshold_value is unused with ternary_weight_networks.
+    other = testing.evaluate(lambda v: tf2.ste_tern(v, threshold_value=0.9, **params), x)
+    np.testing.assert_array_equal(other.outputs.astype(np.float64), want)
+
+
+def test_ste_tern_parameters():
+    assert estimators.normalize("ste_tern", {"ternary_weight_networks": 1})[
+        "ternary_weight_networks"] is True
+    with pytest.raises(TypeError, match="ternary_weight_networks"):
+        estimators.normalize("ste_tern", {"ternary_weight_networks": "yes"})
+    with pytest.raises(TypeError, match="ternary_weight_networks"):
+        estimators.normalize("ste_tern", {"ternary_weight_networks": 2})
+    assert np.signbit(estimators.normalize("ste_tern", {"threshold_value": -0.0})[
+        "threshold_value"]) == False  # noqa: E712
+    sig = inspect.signature(tf2.ste_tern)
+    assert list(sig.parameters) == ["x", "threshold_value", "ternary_weight_networks",
+                                    "clip_value", "name"]
+    assert sig.parameters["ternary_weight_networks"].default is False

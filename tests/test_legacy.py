@@ -493,3 +493,127 @@ def test_signature_and_registered_functions():
     by_name = testing.evaluate(op_with_gradient(tf.sign, name), X, "eager")
     by_fn = testing.evaluate(wrapped, X, "eager")
     np.testing.assert_array_equal(by_name.gradients[0], by_fn.gradients[0])
+
+
+# --- legacy gradient functions that call tf.gradients -----------------------------
+
+def smooth_max_pool_grad(op, grad):
+    """Feature-visualization code: the max-pool gradient of a smooth
+    surrogate, computed with tf.gradients (graph code)."""
+    inp = op.inputs[0]
+    args = [op.get_attr("ksize"), op.get_attr("strides"), op.get_attr("padding")]
+    smooth = tf.nn.avg_pool(inp ** 2, *args) / (
+        1e-2 + tf.nn.avg_pool(tf.abs(inp), *args))
+    return tf.gradients(smooth, [inp], grad)[0]
+
+
+def _surrogate_gradient(x, dy):
+    """The same gradient, written for a GradientTape."""
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        smooth = tf.nn.avg_pool2d(x ** 2, 2, 2, "VALID") / (
+            1e-2 + tf.nn.avg_pool2d(tf.abs(x), 2, 2, "VALID"))
+    return tape.gradient(smooth, x, output_gradients=tf.constant(dy)).numpy()
+
+
+def test_a_legacy_gradient_calling_tf_gradients_works_in_every_mode():
+    rs = np.random.RandomState(11)
+    x = rs.randn(2, 4, 4, 3).astype(np.float32)
+    x[0, 0, 0, 0] = 0.0  # an exact zero in a pooling window
+    dy = rs.randn(2, 2, 2, 3).astype(np.float32)
+    pool = lambda t: tf.nn.max_pool2d(t, 2, 2, "VALID")  # noqa: E731
+
+    def tf1(t):
+        with go.override_gradients({"MaxPool": smooth_max_pool_grad}):
+            return pool(t)
+
+    reference = testing.evaluate(tf1, x, "graph", upstream=dy)
+    np.testing.assert_allclose(reference.gradients[0], _surrogate_gradient(x, dy),
+                               rtol=1e-5, atol=1e-6)
+    migrated = op_with_gradient(pool, smooth_max_pool_grad)
+    for mode in ALL_MODES:
+        got = testing.evaluate(migrated, x, mode, upstream=dy)
+        np.testing.assert_array_equal(got.outputs, reference.outputs)
+        np.testing.assert_allclose(got.gradients[0], reference.gradients[0],
+                                   rtol=1e-6, atol=1e-7, err_msg=mode)
+
+
+def test_tf_gradients_in_a_legacy_gradient_under_nested_tapes():
+    def cube_grad(op, dy):  # d(x^3)/dx through tf.gradients, pretending Square
+        x = op.inputs[0]
+        return tf.gradients(x * x * x, x, dy)[0]
+
+    fn = op_with_gradient(tf.square, cube_grad)
+    x = tf.constant([-2.0, 0.0, 0.5, 3.0])
+    with tf.GradientTape() as outer:
+        outer.watch(x)
+        with tf.GradientTape() as inner:
+            inner.watch(x)
+            y = fn(x)
+        first = inner.gradient(y, x)
+    np.testing.assert_allclose(first, 3 * x.numpy() ** 2)
+    np.testing.assert_allclose(outer.gradient(first, x), 6 * x.numpy())
+
+
+def test_the_eager_gradient_is_traced_once_per_signature():
+    traces = []
+
+    def counting(op, dy):
+        traces.append(op.type)
+        return dy * 2.0
+
+    fn = op_with_gradient(tf.identity, counting)
+    for value in ([1.0, 2.0], [3.0, -4.0], [0.0, 5.0]):
+        x = tf.constant(value)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        np.testing.assert_array_equal(tape.gradient(y, x), [2.0, 2.0])
+    assert traces == ["Identity"]
+
+
+# --- one argument feeding several op inputs ---------------------------------------
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_one_argument_feeding_both_inputs_of_mul_gets_both_gradients(mode):
+    a = np.array([1.5, -2.0, 0.0, 0.25], np.float32)
+    up = np.array([1.0, -0.5, 2.0, 3.0], np.float32)
+    square = op_with_gradient(lambda t: tf.multiply(t, t), "Mul")
+    got = testing.evaluate(square, a, mode, upstream=up)
+    np.testing.assert_array_equal(got.outputs, a * a)
+    np.testing.assert_allclose(got.gradients[0], 2 * a * up)
+
+    def weighted(op, dy):  # tells the two op inputs apart
+        return dy * 1.0, dy * 10.0
+
+    both = op_with_gradient(lambda t: tf.multiply(t, t), weighted)
+    got = testing.evaluate(both, a, mode, upstream=up)
+    np.testing.assert_allclose(got.gradients[0], 11.0 * up)
+    # Arguments in another order than the op's inputs.
+    swapped = op_with_gradient(lambda s, t: tf.multiply(t, s), weighted)
+    got = testing.evaluate(swapped, [a, a + 1.0], mode, upstream=up)
+    np.testing.assert_allclose(got.gradients[0], 10.0 * up)
+    np.testing.assert_allclose(got.gradients[1], 1.0 * up)
+    # Two arguments, the same tensor passed as both: the sum reaches it.
+    pair = op_with_gradient(lambda s, t: tf.multiply(s, t), weighted)
+    got = testing.evaluate(lambda s, t: pair(t, t), [a, a], mode, upstream=up)
+    np.testing.assert_allclose(got.gradients[1], 11.0 * up)
+    np.testing.assert_array_equal(got.gradients[0], np.zeros_like(a))
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_too_few_gradients_for_mul_is_a_contract_error(mode):
+    def one(op, dy):
+        return dy
+
+    fns = [op_with_gradient(tf.multiply, one),
+           op_with_gradient(lambda t, s: tf.multiply(t, s), one)]
+    a = np.array([1.0, 2.0], np.float32)
+    for fn in fns:
+        with pytest.raises(GradientContractError,
+                           match=r"returned 1 gradient\(s\), but the op has 2 input"):
+            testing.evaluate(fn, [a, a + 1.0], mode)
+    square = op_with_gradient(lambda t: tf.multiply(t, t), one)
+    with pytest.raises(GradientContractError, match=r"\(type Mul\)"):
+        testing.evaluate(square, a, mode)

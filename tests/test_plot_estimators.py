@@ -29,7 +29,7 @@ def numpy_forward(name, x, p):
     if name == "ste_heaviside":
         return np.where(x > 0, 1.0, 0.0)
     if name == "ste_tern":
-        return np.where(np.abs(x) > p["threshold_value"], np.sign(x), 0.0)
+        return np.where(np.abs(x) >= p["threshold_value"], np.sign(x), 0.0)
     if name == "ste_round":
         return np.round(x)  # half to even, as tf.round
     if name == "ste_floor":

@@ -125,9 +125,14 @@ def test_bad_arguments():
 
 def test_builtin_names_describe_themselves_and_round_trip():
     name = overrides.gradient_name("ste_tern", threshold_value=0.1, clip_value=None)
-    assert name == "graph_override.ste_tern(threshold_value=0.1, clip_value=None)"
+    assert name == ("graph_override.ste_tern(threshold_value=0.1, "
+                    "ternary_weight_networks=False, clip_value=None)")
     assert registry.parse_builtin_name(name) == (
-        "ste_tern", {"threshold_value": 0.1, "clip_value": None})
+        "ste_tern", {"threshold_value": 0.1, "ternary_weight_networks": False,
+                     "clip_value": None})
+    # Names written before ternary_weight_networks existed still resolve.
+    old = "graph_override.ste_tern(threshold_value=0.1, clip_value=None)"
+    assert go.is_resolvable(old) and go.resolve(old) == old
     assert overrides.gradient_name("dorefa_quantize") == "graph_override.dorefa_quantize(k_bit=2)"
     assert (overrides.gradient_name("clip_gradient", clip_value_min=-1, clip_value_max=float("inf"))
             == "graph_override.clip_gradient(clip_value_min=-1.0, clip_value_max=inf)")
@@ -320,3 +325,104 @@ def test_not_differentiable_entries_count_as_registered():
     assert go.resolve("test_registry.NoGrad") == "test_registry.NoGrad"
     with pytest.raises(go.DuplicateGradientError, match="not through graph_override"):
         go.register_gradient(_grad_x2, name="test_registry.NoGrad")
+
+
+# --- misspelled estimators get estimator names ----------------------------------
+
+@pytest.mark.parametrize("typo, want", [
+    ("ste_sing", "graph_override.ste_sign(clip_value=1.0)"),
+    ("graph_override.ste_sing(clip_value=1.0)", "graph_override.ste_sign(clip_value=1.0)"),
+    ("flip_gradiant", "graph_override.flip_gradient(scale=1.0)"),
+    ("dorefa_quantise", "graph_override.dorefa_quantize(k_bit=2)"),
+])
+def test_a_misspelled_estimator_suggests_estimators_not_op_types(typo, want):
+    with pytest.raises(go.UnknownGradientError) as info:
+        go.resolve(typo)
+    message = str(info.value)
+    hints = message.split("Did you mean ")[1].split("?")[0]
+    assert hints.startswith(repr(want)), message
+    assert "AsString" not in message
+    # Every suggestion is an estimator name.
+    for hint in hints.split(" or "):
+        assert hint.strip("'").startswith("graph_override."), hint
+
+
+def test_estimator_suggestions_search_only_the_estimator_table():
+    assert registry.estimator_suggestions("ste_sing")[0] == "ste_sign"
+    assert registry.estimator_suggestions("graph_override.approx_sgn()") == ["approx_sign"]
+    assert registry.estimator_suggestions("AsString") == []
+    # Names close to TensorFlow's own gradients still get those.
+    with pytest.raises(go.UnknownGradientError, match="Did you mean 'Identity'"):
+        go.resolve("Identiy")
+
+
+def test_a_misspelled_estimator_in_a_map_rule_suggests_the_estimator():
+    from graph_override.frozen import parse_rule  # pylint: disable=import-outside-toplevel
+    with pytest.raises(go.errors.RuleError) as info:
+        parse_rule("Sign=ste_sing")
+    message = str(info.value)
+    assert "Did you mean 'ste_sign'" in message and "AsString" not in message
+    assert "'Sign=ste_sing'" in message
+    with pytest.raises(go.errors.RuleError, match="Did you mean 'flip_gradient'"):
+        parse_rule("Identity=flip_gradint:scale=0.5")
+    # A registered gradient name that looks like an estimator is still one.
+    name = go.register_gradient(_grad_x2, name="ste_signs")
+    assert parse_rule("Sign=%s" % name).gradient == "ste_signs"
+
+
+def test_the_cli_suggests_the_estimator_for_a_misspelled_map(tmp_path):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        tf.sign(x, name="y")
+    model = tmp_path / "m.pb"
+    model.write_bytes(g.as_graph_def().SerializeToString())
+    proc = subprocess.run(
+        [sys.executable, "-m", "graph_override", "patch", str(model), "-o",
+         str(tmp_path / "out.pb"), "--map", "Sign=ste_sing"],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "Did you mean 'ste_sign'" in proc.stderr and "AsString" not in proc.stderr
+    assert not (tmp_path / "out.pb").exists()
+
+
+def test_a_string_given_as_the_function_says_to_use_name():
+    with pytest.raises(TypeError) as info:
+        go.register_gradient("MySignSTE")
+    message = str(info.value)
+    assert "'MySignSTE'" in message
+    assert "register_gradient(name='MySignSTE')" in message
+    assert "register_gradient(fn, name='MySignSTE')" in message
+
+
+# --- too few or too many gradients for a two-input op ----------------------------
+
+def _mul_gradient_with(fn):
+    with tf.Graph().as_default():
+        a = tf.constant([1.0, 2.0], name="a")
+        b = tf.constant([3.0, -4.0], name="b")
+        with go.override_gradients({"Mul": fn}):
+            y = tf.multiply(a, b, name="product")
+        return tf.gradients(y, [a, b])
+
+
+@pytest.mark.parametrize("fn, count", [
+    (lambda op, grad: grad, 1),
+    (lambda op, grad: [grad * op.inputs[1]], 1),
+    (lambda op, grad: (grad, grad, grad), 3),
+])
+def test_a_wrong_number_of_gradients_for_mul_is_an_error(fn, count):
+    with pytest.raises(go.GradientContractError) as info:
+        _mul_gradient_with(fn)
+    message = str(info.value)
+    assert "returned %d gradient(s), but the op has 2 input(s)" % count in message
+    assert "op 'product' (type Mul)" in message
+
+
+def test_two_gradients_for_mul_pass_the_contract():
+    def swapped(op, grad):
+        return grad * op.inputs[1], None
+
+    da, db = _mul_gradient_with(swapped)
+    assert db is None
+    with tf.compat.v1.Session(graph=da.graph) as sess:
+        np.testing.assert_array_equal(sess.run(da), [3.0, -4.0])

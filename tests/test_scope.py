@@ -301,3 +301,63 @@ def test_two_instances_with_different_settings_stay_distinct():
     testing.assert_same_gradients(
         two_sites, lambda t: [tf2.ste_sign(t, 0.5), tf2.ste_sign(t, 1.0)], x,
         modes=[("graph", "eager")], upstream=[np.arange(5, dtype=np.float32)] * 2)
+
+
+# --- restoration does not depend on TensorFlow's generator ------------------------
+
+class _KeptAlive:
+    """Wraps Graph.gradient_override_map: keeps every context manager it
+    returns alive, and (with `stale`) never lets its generator run the
+    `finally` that restores the map, as when TensorFlow's own clean-up is
+    left to a garbage collector that does not run."""
+
+    def __init__(self, real, stale):
+        self.real, self.stale, self.kept = real, stale, []
+
+    def __call__(self, graph, mapping):
+        if not self.stale:
+            cm = self.real(graph, mapping)
+            self.kept.append(cm)
+            return cm
+        outer = self
+
+        class Stale:
+            """Installs the map as TensorFlow does; restores nothing."""
+
+            def __enter__(self):
+                graph._gradient_override_map.update(mapping)  # pylint: disable=protected-access
+
+            def __exit__(self, *exc):
+                outer.kept.append(exc)
+                return False
+
+        return Stale()
+
+
+@pytest.mark.parametrize("stale", [False, True], ids=["kept-alive", "never-resumed"])
+def test_the_previous_map_is_restored_on_exceptions_without_gc(monkeypatch, stale):
+    import gc  # pylint: disable=import-outside-toplevel
+    kept = _KeptAlive(tf.Graph.gradient_override_map, stale)
+    monkeypatch.setattr(tf.Graph, "gradient_override_map",
+                        lambda graph, mapping: kept(graph, mapping))
+    gc.disable()
+    try:
+        with tf.Graph().as_default() as g:
+            x = tf.constant(X)
+            g._gradient_override_map["Round"] = "Identity"  # pylint: disable=protected-access
+            with go.override_gradients({"Sign": STE}):
+                with pytest.raises(ValueError, match="inner"):
+                    with go.override_gradients({"Sign": "Identity", "Round": STE,
+                                                "Floor": "Identity"}):
+                        tf.sign(x)
+                        raise ValueError("inner")
+                assert g._gradient_override_map == {  # pylint: disable=protected-access
+                    "Sign": STE, "Round": "Identity"}
+                y = tf.sign(x)
+            assert g._gradient_override_map == {"Round": "Identity"}  # pylint: disable=protected-access
+            assert _attr(y.op) == STE
+            after = tf.sign(x)
+            assert _attr(after.op) is None
+    finally:
+        gc.enable()
+    assert kept.kept  # the context managers were held the whole time

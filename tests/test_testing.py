@@ -79,3 +79,25 @@ def test_sparse_gradients_come_back_dense(mode):
     params = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
     result = testing.evaluate(lambda p: tf.gather(p, [0, 2, 2]), params, mode)
     np.testing.assert_array_equal(result.gradients[0], [1.0, 0.0, 2.0, 0.0])
+
+
+@pytest.mark.parametrize("given", [[0.5, -0.5], (1.0, 2.0, 3.0), [1, 0]])
+def test_a_list_of_python_numbers_is_refused_with_both_spellings(given):
+    with pytest.raises(TypeError) as info:
+        testing.evaluate(tf2.ste_sign, given, "eager")
+    message = str(info.value)
+    assert repr(given) in message
+    assert "np.array(%r, np.float32)" % list(given) in message
+    assert "%d scalar inputs" % len(given) in message
+    assert "clip_value" not in message
+
+
+@pytest.mark.parametrize("mode", testing.MODES)
+def test_what_the_message_suggests_works(mode):
+    one = testing.evaluate(tf2.ste_sign, np.array([0.5, -0.5], np.float32), mode)
+    np.testing.assert_array_equal(one.outputs, [1.0, -1.0])
+    two = testing.evaluate(lambda a, b: a * b, [np.float32(v) for v in [0.5, -0.5]], mode)
+    np.testing.assert_array_equal(two.gradients, [-0.5, 0.5])
+    # numpy scalars and arrays in a list stay one input each.
+    mixed = testing.evaluate(lambda a, b: a + b, [np.float32(2.0), np.ones(2, np.float32)], mode)
+    np.testing.assert_array_equal(mixed.outputs, [3.0, 3.0])

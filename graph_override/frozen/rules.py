@@ -187,6 +187,13 @@ def parse_rule(text, *, name_regex=None):
     elif action == "remove":
         kwargs["remove"] = True
     elif action:
+        close = registry.estimator_suggestions(name)
+        if close and not registry.is_resolvable(action):
+            raise RuleError(
+                "--map %r: %r is neither a built-in estimator nor a registered "
+                "gradient name. Did you mean %s? Estimators: %s." % (
+                    text, name, " or ".join(repr(c) for c in close),
+                    ", ".join(estimators.ESTIMATORS)))
         kwargs["gradient"] = action
     else:
         raise RuleError("--map %r: nothing after '='" % text)
