@@ -9,6 +9,7 @@ __all__ = [
     "CheckpointMismatchError",
     "ClusterSpecError",
     "ClusterUnreachableError",
+    "ConversionError",
     "DuplicateGradientError",
     "EagerModeError",
     "GradientContractError",
@@ -88,3 +89,8 @@ class ClusterSpecError(GraphOverrideError, ValueError):
 class ClusterUnreachableError(GraphOverrideError, ConnectionError):
     """Tasks of the cluster did not answer within the time allowed
     (graph_override.training)."""
+
+
+class ConversionError(GraphOverrideError, ValueError):
+    """A frozen graph cannot be turned into a TF2 function or SavedModel as
+    asked (graph_override.frozen.to_function, FrozenFunction.save)."""
