@@ -16,7 +16,7 @@ import sys
 __all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE",
            "import_tensorflow_quietly", "main"]
 
-COMMANDS = ("inspect", "patch", "migrate", "demo")
+COMMANDS = ("inspect", "patch", "migrate", "convert", "demo")
 EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 
 

@@ -36,6 +36,7 @@ inside function bodies (functional While/If, Keras exports) stay constants.
 """
 
 import difflib
+import itertools
 import re
 
 import numpy as np
@@ -61,10 +62,18 @@ _FLOAT_ENUMS = frozenset(t.as_datatype_enum for t in (
     tf.float16, tf.bfloat16, tf.float32, tf.float64))
 
 
+def _usage_error(message):
+    """A ConversionError about what the caller asked for (a name, a regex),
+    not about the graph: the CLI exits 2 for it."""
+    error = ConversionError(message)
+    error.usage = True
+    return error
+
+
 def _tensor_name(name):
     """'x' -> 'x:0'; 'x:1' stays; '^x' is not a tensor."""
     if not isinstance(name, str) or not name or name.startswith("^"):
-        raise ConversionError("expected a tensor name such as 'x:0', got %r" % (name,))
+        raise _usage_error("expected a tensor name such as 'x:0', got %r" % (name,))
     base, sep, index = name.rpartition(":")
     if sep and index.isdigit():
         return name
@@ -77,7 +86,7 @@ def _check_names(graph_def, names, what, source):
         names = [names]
     names = [_tensor_name(n) for n in names]
     if not names:
-        raise ConversionError("%s: no %s given; name at least one tensor, e.g. 'x:0'"
+        raise _usage_error("%s: no %s given; name at least one tensor, e.g. 'x:0'"
                               % (source, what))
     nodes = {n.name: n for n in graph_def.node}
     for name in names:
@@ -86,7 +95,7 @@ def _check_names(graph_def, names, what, source):
             hints = difflib.get_close_matches(base, list(nodes), n=3, cutoff=0.5)
             if what == "inputs" and not hints:
                 hints = [n.name for n in graph_def.node if n.op == "Placeholder"][:5]
-            raise ConversionError(
+            raise _usage_error(
                 "%s: %s names %r, but the graph has no node %r.%s See the node "
                 "names with `graph-override inspect MODEL --json` or "
                 "[n.name for n in graph_def.node]." % (
@@ -97,11 +106,11 @@ def _check_names(graph_def, names, what, source):
         if op_def is not None and len(op_def.output_arg) == 1 and not (
                 op_def.output_arg[0].number_attr or op_def.output_arg[0].type_list_attr) \
                 and index > 0:
-            raise ConversionError("%s: %s names %r, but node %r (op %s) has one output; "
+            raise _usage_error("%s: %s names %r, but node %r (op %s) has one output; "
                                   "use %r" % (source, what, name, base, nodes[base].op,
                                               base + ":0"))
     if len(set(names)) != len(names):
-        raise ConversionError("%s: %s name a tensor twice: %s" % (source, what, names))
+        raise _usage_error("%s: %s name a tensor twice: %s" % (source, what, names))
     return names
 
 
@@ -167,21 +176,37 @@ def _resolve_gradient_names(graph_def, source):
                 glob, glob, glob))
 
 
-def _select_weights(graph_def, trainable, feeds, source):
-    """[(node name, ndarray)] of the float Const nodes `trainable` selects."""
+def _ancestors(graph_def, fetches, feeds):
+    """Names of the nodes `fetches` depend on, stopping at `feeds`."""
+    inputs = {n.name: n.input for n in graph_def.node}
+    stop = {n.rpartition(":")[0] for n in feeds}
+    todo = [n.rpartition(":")[0] for n in fetches]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name in stop:
+            continue
+        seen.add(name)
+        todo.extend(ref.lstrip("^").split(":")[0] for ref in inputs.get(name, ()))
+    return seen
+
+
+def _select_weights(graph_def, trainable, feeds, fetches, source):
+    """[(node name, ndarray)] of the float Const nodes `trainable` selects
+    among those the outputs depend on."""
     if trainable is None or trainable is False:
         return []
-    fed = {n.rpartition(":")[0] for n in feeds}
-    consts = [n for n in graph_def.node if n.op == "Const" and n.name not in fed
+    used = _ancestors(graph_def, fetches, feeds)
+    consts = [n for n in graph_def.node if n.op == "Const" and n.name in used
               and n.attr["dtype"].type in _FLOAT_ENUMS]
     if isinstance(trainable, bool) or not isinstance(trainable, (str, int)):
-        raise ConversionError("trainable must be a regular expression or a minimum "
+        raise _usage_error("trainable must be a regular expression or a minimum "
                               "number of elements, got %r" % (trainable,))
     if isinstance(trainable, str):
         try:
             search = re.compile(trainable).search
         except re.error as e:
-            raise ConversionError("trainable=%r is not a valid regular expression: %s"
+            raise _usage_error("trainable=%r is not a valid regular expression: %s"
                                   % (trainable, e)) from e
         chosen = [n for n in consts if search(n.name)]
     else:
@@ -191,8 +216,9 @@ def _select_weights(graph_def, trainable, feeds, source):
     if not chosen:
         largest = sorted(consts, key=lambda n: -np.prod(
             [d.size for d in n.attr["value"].tensor.tensor_shape.dim]))[:5]
-        raise ConversionError(
-            "%s: trainable=%r selects no float Const node (of %d). The largest are: "
+        raise _usage_error(
+            "%s: trainable=%r selects no float Const node (of %d that the outputs "
+            "depend on). The largest are: "
             "%s." % (source, trainable, len(consts), ", ".join(
                 "%s %s" % (n.name, [d.size for d in n.attr["value"].tensor.tensor_shape.dim])
                 for n in largest) or "none"))
@@ -216,8 +242,63 @@ def _as_placeholders(graph_def, weights):
     return new
 
 
+_imports = itertools.count(1)
+
+
+def _rename_functions(graph_def):
+    """`graph_def` with a process-unique suffix on every library function.
+
+    TensorFlow keeps functions in one process-wide table by name. Two imports
+    of the same library that differ after differentiation (the While
+    gradient rewrites its body into ``<name>_rewritten``; a Const that
+    became a Placeholder changes it too), or a Session's tf.gradients on the
+    same graph, would otherwise collide ("Attempting to add a duplicate
+    function").
+    """
+    library = graph_def.library
+    if not library.function:
+        return graph_def
+    suffix = "_frozen_fn_%d" % next(_imports)
+    names = {f.signature.name for f in library.function}
+
+    def fix_func(func):
+        if func.name in names:
+            func.name += suffix
+        for value in func.attr.values():
+            fix_attr(value)
+
+    def fix_attr(value):
+        if value.HasField("func"):
+            fix_func(value.func)
+        elif value.HasField("list"):
+            for func in value.list.func:
+                fix_func(func)
+
+    def fix_node(node):
+        if node.op in names:
+            node.op += suffix
+        for value in node.attr.values():
+            fix_attr(value)
+
+    new = graph_pb2.GraphDef()
+    new.CopyFrom(graph_def)
+    for node in new.node:
+        fix_node(node)
+    for function in new.library.function:
+        function.signature.name += suffix
+        for node in function.node_def:
+            fix_node(node)
+    for gradient in new.library.gradient:
+        for field in ("function_name", "gradient_func"):
+            if getattr(gradient, field) in names:
+                setattr(gradient, field, getattr(gradient, field) + suffix)
+    return new
+
+
 def _wrap(graph_def, feeds, fetches):
     """The graph imported into a wrap_function, pruned to feeds -> fetches."""
+    graph_def = _rename_functions(graph_def)
+
     def _import():
         tf.compat.v1.import_graph_def(graph_def, name="")
 
@@ -269,7 +350,7 @@ class FrozenFunction(tf.Module):
         _resolve_gradient_names(graph_def, source)
         self.source = source
         self.graph_def = graph_def
-        weights = _select_weights(graph_def, trainable, self.inputs, source)
+        weights = _select_weights(graph_def, trainable, self.inputs, self.outputs, source)
         self.weight_names = [name for name, _ in weights]
         self.weights = [tf.Variable(value, name=_variable_name(name))
                         for name, value in weights]
@@ -357,8 +438,8 @@ def to_function(model, inputs, outputs, rules=(), trainable=None):
       rules: patch rules (`Rule` s or ``--map`` strings such as
         "Sign=ste_sign" or "gradient:CustomGradient-*=ste_sign").
       trainable: None, a regular expression (``re.search`` on Const node
-        names) or a minimum number of elements: the float Consts to turn
-        into tf.Variables.
+        names) or a minimum number of elements: the float Consts (of those
+        the outputs depend on) to turn into tf.Variables.
 
     Returns:
       A `FrozenFunction`.

@@ -31,7 +31,7 @@ from graph_override.frozen.patching import make_portable
 from graph_override.frozen.rules import GRADIENT_ATTR, Rule, node_list, nodes_by_gradient
 from graph_override.frozen import function as function_lib
 
-__all__ = ["SIGNATURE_KEY", "portable_graph_def", "save"]
+__all__ = ["SIGNATURE_KEY", "check_target", "portable_graph_def", "save"]
 
 SIGNATURE_KEY = "serving_default"
 
@@ -129,7 +129,8 @@ def _output_keys(outputs):
     return keys
 
 
-def _check_target(path, overwrite):
+def check_target(path, overwrite):
+    """Refuses a `path` that `save` may not write (see `save`)."""
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
         raise ConversionError("%s: the folder %s does not exist; create it first"
@@ -182,7 +183,7 @@ def save(frozen_fn, path, *, overwrite=False):
         folder is missing, or it is something other than a SavedModel.
     """
     path = os.path.abspath(os.fspath(path))
-    _check_target(path, overwrite)
+    check_target(path, overwrite)
     graph_def = portable_graph_def(frozen_fn.graph_def, frozen_fn.source)
     module = _Serving(frozen_fn, graph_def)
     parent, base = os.path.split(path)
@@ -191,7 +192,7 @@ def save(frozen_fn, path, *, overwrite=False):
         tf.saved_model.save(module, tmp, signatures={
             SIGNATURE_KEY: module.serve.get_concrete_function()})
         _verify(tmp, module, frozen_fn)
-        _check_target(path, overwrite)
+        check_target(path, overwrite)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700
         if os.path.lexists(path):
             aside = tempfile.mkdtemp(dir=parent, prefix="." + base + ".", suffix=".old")
