@@ -219,3 +219,18 @@ def test_mobilenet_v2(mobilenet):
     fn = frozen.to_function(graph_def, inputs, outputs, trainable=1000)
     assert len(fn.weights) > 30
     _check(fn, graph_def, inputs, outputs, [x], "function", atol=1e-9)
+
+
+@pytest.mark.parametrize("module_name", ["graph_override.frozen.function",
+                                         "graph_override.frozen.function_layer"])
+def test_docstring_examples(module_name):
+    import doctest  # pylint: disable=import-outside-toplevel
+    import importlib  # pylint: disable=import-outside-toplevel
+    module = importlib.import_module(module_name)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE
+                                   | doctest.ELLIPSIS)
+    tests = [t for t in doctest.DocTestFinder(exclude_empty=True).find(module) if t.examples]
+    for test in tests:
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0 and result.attempted > 0
