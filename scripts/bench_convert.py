@@ -80,16 +80,16 @@ def session_step(graph_def, names, x, y):
         consts = {n.name: tf.make_ndarray(n.attr["value"].tensor)
                   for n in patched.node if n.name in names}
         variables = {n: tf.compat.v1.Variable(v) for n, v in consts.items()}
-        xp = tf.compat.v1.placeholder(tf.float32, x.shape)
+        # The batch is a constant, as in the tf.function steps: no feed.
         logits, = frozen.import_graph_def(
             patched, input_map={**{n + ":0": tf.convert_to_tensor(v)
-                                   for n, v in variables.items()}, "x:0": xp},
+                                   for n, v in variables.items()}, "x:0": tf.constant(x)},
             return_elements=["logits:0"], name="")
         train = tf.compat.v1.train.GradientDescentOptimizer(LR).minimize(
             _loss(logits, y), var_list=list(variables.values()))
         sess = tf.compat.v1.Session(graph=graph)
         sess.run(tf.compat.v1.global_variables_initializer())
-    return lambda: sess.run(train, {xp: x})
+    return lambda: sess.run(train)
 
 
 def _tape_step(forward, variables, x, y):
@@ -210,8 +210,8 @@ def main(argv=None):
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--steps", type=int, default=50, help="steps per timing")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--nodes", type=int, default=50000,
-                        help="size of the synthetic graph (default 50000)")
+    parser.add_argument("--nodes", type=int, default=20000,
+                        help="size of the synthetic graph (default 20000)")
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -219,7 +219,7 @@ def main(argv=None):
         args.widths, args.batch, args.steps, args.repeats, args.nodes = (
             [64, 128, 10], 32, 5, 2, 2000)
     steps = step_times(args.widths, args.batch, args.steps, args.repeats)
-    convert = conversion_times(args.nodes, max(1, args.repeats // 2))
+    convert = conversion_times(args.nodes, 1 if args.nodes > 5000 else 2)
     if args.json:
         print(json.dumps({"step_seconds": steps, "conversion_seconds": convert,
                           "tensorflow": tf.__version__}, indent=2))
