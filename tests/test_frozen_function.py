@@ -179,7 +179,7 @@ def test_functional_while_and_if(mode):
     _, dx, dw = _check(fn, graph_def, inputs, outputs, [x], mode, atol=1e-5)
     assert np.any(dx[0]) and np.any(dw[0])
     again = frozen.to_function(graph_def, inputs, outputs)  # a second import
-    np.testing.assert_array_equal(again(x).numpy(), fn(x).numpy())
+    _check(again, graph_def, inputs, outputs, [x], mode, atol=1e-5)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -234,3 +234,15 @@ def test_docstring_examples(module_name):
         runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_only_weights_the_outputs_depend_on_are_trainable():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
+        tf.matmul(x, tf.constant([[1.0], [2.0]], name="w_used"), name="y")
+        tf.matmul(x, tf.constant([[3.0], [4.0]], name="w_unused"), name="other")
+    graph_def = g.as_graph_def()
+    fn = frozen.to_function(graph_def, ["x"], ["y"], trainable="^w_")
+    assert fn.weight_names == ["w_used"]
+    with pytest.raises(ConversionError, match="selects no float Const node.*depend on"):
+        frozen.to_function(graph_def, ["x"], ["y"], trainable="unused")
