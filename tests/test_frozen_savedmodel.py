@@ -4,6 +4,7 @@ fresh process without graph_override, atomic writes, refusals, exit codes."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -41,13 +42,11 @@ def _feed(name, graph_def, inputs):
     return x
 
 
-@pytest.fixture(scope="module")
-def checked(tmp_path_factory):
-    """Every case saved, then loaded and run in ONE fresh process with plain
-    TensorFlow; returns (references, results of that process)."""
-    folder = tmp_path_factory.mktemp("saved")
+def _save_and_check(folder, cases_spec):
+    """Saves every case, then loads and runs them in ONE fresh process with
+    plain TensorFlow; returns (references, results of that process)."""
     cases, arrays, refs = [], {}, {}
-    for name, (build, rules, trainable, twin) in CASES.items():
+    for name, (build, rules, trainable, twin) in cases_spec.items():
         graph_def, inputs, outputs = build()
         pb = str(folder / (name + ".pb"))
         frozen.save(graph_def, pb)
@@ -69,7 +68,7 @@ def checked(tmp_path_factory):
             arrays["%s/cot_%d" % (name, i)] = c
         cases.append(dict(name=name, dir=str(folder / name), pb=pb, inputs=inputs,
                           outputs=outputs, input_keys=[s.name for s in fn.input_specs],
-                          output_keys=[o.split(":")[0] for o in outputs]))
+                          output_keys=[_output_key(o) for o in outputs]))
     np.savez(folder / "arrays.npz", **arrays)
     (folder / "spec.json").write_text(json.dumps(
         {"cases": cases, "arrays": str(folder / "arrays.npz")}))
@@ -83,9 +82,12 @@ def checked(tmp_path_factory):
     return refs, dict(np.load(folder / "out.npz")), folder
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_saved_model_in_plain_tensorflow(checked, name):
-    refs, results, _ = checked
+def _output_key(name):
+    base, _, index = name.rpartition(":")
+    return re.sub(r"[^A-Za-z0-9_]", "_", base) + ("" if index == "0" else "_" + index)
+
+
+def _compare(refs, results, name):
     assert not results["graph_override_imported"]
     ref = refs[name]
     for i, expected in enumerate(ref["out"]):
@@ -104,6 +106,25 @@ def test_saved_model_in_plain_tensorflow(checked, name):
                 np.testing.assert_allclose(results[key], expected, rtol=1e-5, atol=1e-6)
     assert any(np.any(results.get("%s/grad_%d" % (name, i), 0))
                for i in range(1, 1 + len(ref["fn"].weights)))
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    return _save_and_check(tmp_path_factory.mktemp("saved"), CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_saved_model_in_plain_tensorflow(checked, name):
+    refs, results, _ = checked
+    _compare(refs, results, name)
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_saved_model_in_plain_tensorflow(tmp_path):
+    refs, results, _ = _save_and_check(
+        tmp_path, {"mobilenet": (models.mobilenet_v2, [], 1000, None)})
+    assert len(refs["mobilenet"]["fn"].weights) > 30
+    _compare(refs, results, "mobilenet")
 
 
 def test_saved_model_cli_lists_the_signature(checked):
