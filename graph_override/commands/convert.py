@@ -80,9 +80,9 @@ def run(args):
         if getattr(e, "usage", False):
             return _usage(str(e))
         raise
+    fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
     if fn.patch_report is not None:
         print("%s: %s" % (args.model, fn.patch_report.format()))
-    fn.save(out, overwrite=args.force)
     specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.input_specs)
     print("wrote %s: signature 'serving_default' (%s -> %s), %d trainable variable(s) "
           "of %d element(s)" % (args.output, specs, ", ".join(fn.outputs), len(fn.weights),
