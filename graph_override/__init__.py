@@ -25,7 +25,7 @@ import importlib
 
 __version__ = "0.1.0"
 
-_ERRORS = ("DuplicateGradientError", "EagerModeError", "GradientContractError",
+_ERRORS = ("ConcurrentScopeError", "DuplicateGradientError", "EagerModeError", "GradientContractError",
            "GraphDefError", "GraphOverrideError", "NoMatchError",
            "UnknownGradientError", "UnknownOpTypeError")
 _NAMES = dict(
@@ -38,6 +38,7 @@ _SUBMODULES = ("errors", "estimators", "frozen", "legacy", "migrate",
                "overrides", "stopgrad", "testing", "tf2", "training")
 
 __all__ = [
+    "ConcurrentScopeError",
     "DuplicateGradientError",
     "EagerModeError",
     "GradientContractError",

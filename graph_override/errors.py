@@ -10,6 +10,7 @@ __all__ = [
     "ClusterSpecError",
     "ClusterUnreachableError",
     "ConcurrentScopeError",
+    "ConversionError",
     "DuplicateGradientError",
     "EagerModeError",
     "GradientContractError",
@@ -103,3 +104,8 @@ class ClusterUnreachableError(GraphOverrideError, ConnectionError):
 class ConcurrentScopeError(GraphOverrideError, RuntimeError):
     """Two threads use gradient override maps on one graph at the same time;
     TensorFlow keeps one map per graph, so their ops would swap gradients."""
+
+
+class ConversionError(GraphOverrideError, ValueError):
+    """A frozen graph cannot be turned into a TF2 function or SavedModel as
+    asked (graph_override.frozen.to_function, FrozenFunction.save)."""

@@ -56,9 +56,13 @@ from graph_override.frozen.patching import make_portable, patch
 from graph_override.frozen.reports import InspectReport, NodeChange, PatchReport
 from graph_override.frozen.rules import (GRADIENT_ATTR, Rule, RuleError, node_list,
                                             nodes_by_gradient, parse_rule)
-from graph_override.errors import EagerModeError, UnknownGradientError
+from graph_override.frozen.function import FrozenFunction, to_function
+from graph_override.errors import ConversionError, EagerModeError, UnknownGradientError
 
 __all__ = [
+    "ConversionError",
+    "FrozenFunction",
+    "FrozenLayer",
     "GRADIENT_ATTR",
     "InspectReport",
     "MAX_BYTES",
@@ -77,8 +81,17 @@ __all__ = [
     "parse_rule",
     "patch",
     "save",
+    "to_function",
     "validate",
 ]
+
+
+def __getattr__(name):
+    # FrozenLayer imports Keras, which `import graph_override.frozen` should not.
+    if name == "FrozenLayer":
+        from graph_override.frozen.function_layer import FrozenLayer  # pylint: disable=import-outside-toplevel
+        return FrozenLayer
+    raise AttributeError("module 'graph_override.frozen' has no attribute %r" % name)
 
 
 def import_graph_def(graph_def, input_map=None, return_elements=None, name=None):

@@ -1,0 +1,266 @@
+"""Preparing a GraphDef for `graph_override.frozen.to_function`.
+
+Checks (op types, v1 control flow, tensor names, gradient names), the
+selection of trainable Const weights, their replacement by Placeholders, and
+process-unique names for library functions. See
+`graph_override.frozen.function` for how they fit together.
+"""
+
+import difflib
+import itertools
+import re
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import graph_pb2, node_def_pb2
+
+from graph_override import _compat, registry
+from graph_override.errors import ConversionError, UnknownGradientError
+from graph_override.frozen.rules import GRADIENT_ATTR, node_list
+
+__all__ = ["V1_CONTROL_FLOW_OPS", "as_placeholders", "check_names", "check_ops",
+           "rename_functions", "resolve_gradient_names", "select_weights"]
+
+
+# Ops of TF1 control flow (tf.compat.v1 while_loop/cond without control flow
+# v2): their gradients need the control-flow contexts that an imported graph
+# no longer has.
+V1_CONTROL_FLOW_OPS = ("Enter", "RefEnter", "Exit", "RefExit", "Switch", "RefSwitch",
+                       "Merge", "RefMerge", "NextIteration", "RefNextIteration",
+                       "LoopCond")
+
+_FLOAT_ENUMS = frozenset(t.as_datatype_enum for t in (
+    tf.float16, tf.bfloat16, tf.float32, tf.float64))
+
+
+def _usage_error(message):
+    """A ConversionError about what the caller asked for (a name, a regex),
+    not about the graph: the CLI exits 2 for it."""
+    error = ConversionError(message)
+    error.usage = True
+    return error
+
+
+def _tensor_name(name):
+    """'x' -> 'x:0'; 'x:1' stays; '^x' is not a tensor."""
+    if not isinstance(name, str) or not name or name.startswith("^"):
+        raise _usage_error("expected a tensor name such as 'x:0', got %r" % (name,))
+    base, sep, index = name.rpartition(":")
+    if sep and index.isdigit():
+        return name
+    return name + ":0"
+
+
+def check_names(graph_def, names, what, source):
+    """The tensor names, checked against the graph's nodes."""
+    if isinstance(names, str):
+        names = [names]
+    names = [_tensor_name(n) for n in names]
+    if not names:
+        raise _usage_error("%s: no %s given; name at least one tensor, e.g. 'x:0'"
+                              % (source, what))
+    nodes = {n.name: n for n in graph_def.node}
+    for name in names:
+        base = name.rpartition(":")[0]
+        if base not in nodes:
+            hints = difflib.get_close_matches(base, list(nodes), n=3, cutoff=0.5)
+            if what == "inputs" and not hints:
+                hints = [n.name for n in graph_def.node if n.op == "Placeholder"][:5]
+            raise _usage_error(
+                "%s: %s names %r, but the graph has no node %r.%s See the node "
+                "names with `graph-override inspect MODEL --json` or "
+                "[n.name for n in graph_def.node]." % (
+                    source, what, name, base, (" Did you mean %s?" % ", ".join(
+                        repr(h + ":0") for h in hints)) if hints else ""))
+        op_def = _compat.op_def(nodes[base].op)
+        index = int(name.rpartition(":")[2])
+        if op_def is not None and len(op_def.output_arg) == 1 and not (
+                op_def.output_arg[0].number_attr or op_def.output_arg[0].type_list_attr) \
+                and index > 0:
+            raise _usage_error("%s: %s names %r, but node %r (op %s) has one output; "
+                                  "use %r" % (source, what, name, base, nodes[base].op,
+                                              base + ":0"))
+    if len(set(names)) != len(names):
+        raise _usage_error("%s: %s name a tensor twice: %s" % (source, what, names))
+    return names
+
+
+def _all_nodes(graph_def):
+    """(where, node) of the top-level graph and of every library function."""
+    for node in graph_def.node:
+        yield "", node
+    for function in graph_def.library.function:
+        for node in function.node_def:
+            yield function.signature.name + "/", node
+
+
+def check_ops(graph_def, source):
+    """Refuses unknown op types and v1 control flow."""
+    library = {f.signature.name for f in graph_def.library.function}
+    unknown, v1 = {}, []
+    for where, node in _all_nodes(graph_def):
+        if node.op in V1_CONTROL_FLOW_OPS:
+            v1.append("%s%s (%s)" % (where, node.name, node.op))
+        elif node.op not in library and not _compat.is_op_type(node.op):
+            unknown.setdefault(node.op, []).append(where + node.name)
+    if unknown:
+        raise ConversionError(
+            "%s: op type(s) not registered in this TensorFlow: %s. They are "
+            "custom ops of the program that wrote the graph: load their "
+            "library first (tf.load_op_library('...so')), or run the graph "
+            "with the TensorFlow build that has them." % (source, "; ".join(
+                "%s (node(s) %s)" % (op, node_list(names)) for op, names in unknown.items())))
+    if v1:
+        raise ConversionError(
+            "%s: the graph uses TF1 control flow (tf.compat.v1.while_loop/cond "
+            "built without control flow v2): %s. TensorFlow cannot differentiate "
+            "it once imported (its gradients need the control-flow contexts of "
+            "the Python program that built it). Re-export the model with control "
+            "flow v2 (tf.compat.v1.enable_control_flow_v2() before building, "
+            "giving While/If ops), or freeze a graph without the loop." % (
+                source, node_list(v1)))
+
+
+def resolve_gradient_names(graph_def, source):
+    """Registers every gradient name of the graph and its library; refuses
+    names that do not resolve, suggesting the repair rule."""
+    missing = {}
+    for where, node in _all_nodes(graph_def):
+        attr = node.attr.get(GRADIENT_ATTR)
+        if attr is None:
+            continue
+        name = attr.s.decode("utf-8", "replace")
+        if registry.is_resolvable(name):
+            registry.resolve(name)
+        else:
+            missing.setdefault(name, []).append(where + node.name)
+    if missing:
+        example = next(iter(missing))
+        glob = "CustomGradient-*" if example.startswith("CustomGradient-") else example
+        raise UnknownGradientError(
+            "%s: %d gradient name(s) cannot be resolved in this process: %s. "
+            "Repair them with a rule, e.g. rules=['gradient:%s=ste_sign'] "
+            "(CLI: --map 'gradient:%s=ste_sign'), or 'gradient:%s=remove' to "
+            "use the op's own gradient, or register the function first." % (
+                source, len(missing), "; ".join(
+                    "%r (node(s) %s)" % (n, node_list(v)) for n, v in missing.items()),
+                glob, glob, glob))
+
+
+def _ancestors(graph_def, fetches, feeds):
+    """Names of the nodes `fetches` depend on, stopping at `feeds`."""
+    inputs = {n.name: n.input for n in graph_def.node}
+    stop = {n.rpartition(":")[0] for n in feeds}
+    todo = [n.rpartition(":")[0] for n in fetches]
+    seen = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name in stop:
+            continue
+        seen.add(name)
+        todo.extend(ref.lstrip("^").split(":")[0] for ref in inputs.get(name, ()))
+    return seen
+
+
+def select_weights(graph_def, trainable, feeds, fetches, source):
+    """[(node name, ndarray)] of the float Const nodes `trainable` selects
+    among those the outputs depend on."""
+    if trainable is None or trainable is False:
+        return []
+    used = _ancestors(graph_def, fetches, feeds)
+    consts = [n for n in graph_def.node if n.op == "Const" and n.name in used
+              and n.attr["dtype"].type in _FLOAT_ENUMS]
+    if isinstance(trainable, bool) or not isinstance(trainable, (str, int)):
+        raise _usage_error("trainable must be a regular expression or a minimum "
+                              "number of elements, got %r" % (trainable,))
+    if isinstance(trainable, str):
+        try:
+            search = re.compile(trainable).search
+        except re.error as e:
+            raise _usage_error("trainable=%r is not a valid regular expression: %s"
+                                  % (trainable, e)) from e
+        chosen = [n for n in consts if search(n.name)]
+    else:
+        chosen = [n for n in consts
+                  if int(np.prod([d.size for d in n.attr["value"].tensor.tensor_shape.dim],
+                                 dtype=np.int64)) >= trainable]
+    if not chosen:
+        largest = sorted(consts, key=lambda n: -np.prod(
+            [d.size for d in n.attr["value"].tensor.tensor_shape.dim]))[:5]
+        raise _usage_error(
+            "%s: trainable=%r selects no float Const node (of %d that the outputs "
+            "depend on). The largest are: "
+            "%s." % (source, trainable, len(consts), ", ".join(
+                "%s %s" % (n.name, [d.size for d in n.attr["value"].tensor.tensor_shape.dim])
+                for n in largest) or "none"))
+    return [(n.name, tf.make_ndarray(n.attr["value"].tensor)) for n in chosen]
+
+
+def as_placeholders(graph_def, weights):
+    """A copy of `graph_def` whose weight Consts are Placeholders."""
+    names = {name: value for name, value in weights}
+    new = graph_pb2.GraphDef()
+    new.CopyFrom(graph_def)
+    for node in new.node:
+        if node.name in names:
+            value = names[node.name]
+            replacement = node_def_pb2.NodeDef(name=node.name, op="Placeholder",
+                                               device=node.device)
+            replacement.attr["dtype"].type = node.attr["dtype"].type
+            replacement.attr["shape"].shape.CopyFrom(
+                tf.TensorShape(value.shape).as_proto())
+            node.CopyFrom(replacement)
+    return new
+
+
+_imports = itertools.count(1)
+
+
+def rename_functions(graph_def):
+    """`graph_def` with a process-unique suffix on every library function.
+
+    TensorFlow keeps functions in one process-wide table by name. Two imports
+    of the same library that differ after differentiation (the While
+    gradient rewrites its body into ``<name>_rewritten``; a Const that
+    became a Placeholder changes it too), or a Session's tf.gradients on the
+    same graph, would otherwise collide ("Attempting to add a duplicate
+    function").
+    """
+    library = graph_def.library
+    if not library.function:
+        return graph_def
+    suffix = "_frozen_fn_%d" % next(_imports)
+    names = {f.signature.name for f in library.function}
+
+    def fix_func(func):
+        if func.name in names:
+            func.name += suffix
+        for value in func.attr.values():
+            fix_attr(value)
+
+    def fix_attr(value):
+        if value.HasField("func"):
+            fix_func(value.func)
+        elif value.HasField("list"):
+            for func in value.list.func:
+                fix_func(func)
+
+    def fix_node(node):
+        if node.op in names:
+            node.op += suffix
+        for value in node.attr.values():
+            fix_attr(value)
+
+    new = graph_pb2.GraphDef()
+    new.CopyFrom(graph_def)
+    for node in new.node:
+        fix_node(node)
+    for function in new.library.function:
+        function.signature.name += suffix
+        for node in function.node_def:
+            fix_node(node)
+    for gradient in new.library.gradient:
+        for field in ("function_name", "gradient_func"):
+            if getattr(gradient, field) in names:
+                setattr(gradient, field, getattr(gradient, field) + suffix)
+    return new

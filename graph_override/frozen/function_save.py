@@ -1,0 +1,213 @@
+"""`FrozenFunction.save`: a SavedModel whose gradients need no graph_override.
+
+A SavedModel keeps the graph's ``_gradient_op_type`` names, and a process
+that loads it resolves them in its own gradient registry: names such as
+``graph_override.ste_sign(clip_value=1.0)`` would fail (or, for a name that
+happens to exist, be silently wrong) without graph_override. So the saved
+graph is the `make_portable` form of the patched graph: every node carrying
+a built-in estimator name is rewritten into its stop_gradient subgraph,
+whose gradient plain TensorFlow computes; the forward values stay bitwise
+the same. Gradient names that are TensorFlow op types (an override map to
+"Identity") resolve anywhere and are kept. Everything else is refused:
+clip_gradient (its gradient is not linear in dy, so no stop_gradient form
+exists) and names registered in this process only.
+
+The directory is written atomically: into a temporary sibling folder, loaded
+back and checked, then renamed into place; an existing SavedModel is
+replaced only with ``overwrite=True``, by renaming it aside first and
+deleting it only once the new one is in place.
+"""
+
+import os
+import re
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from graph_override import _compat, registry
+from graph_override.errors import ConversionError, RuleError
+from graph_override.frozen.patching import make_portable
+from graph_override.frozen.rules import GRADIENT_ATTR, Rule, node_list, nodes_by_gradient
+from graph_override.frozen import function as function_lib
+from graph_override.frozen import function_graph
+
+__all__ = ["SIGNATURE_KEY", "check_target", "portable_graph_def", "save"]
+
+SIGNATURE_KEY = "serving_default"
+
+
+def _glob_escape(name):
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _library_names(graph_def):
+    out = {}
+    for function in graph_def.library.function:
+        for node in function.node_def:
+            attr = node.attr.get(GRADIENT_ATTR)
+            if attr is not None:
+                out.setdefault(attr.s.decode("utf-8", "replace"), []).append(
+                    "%s/%s" % (function.signature.name, node.name))
+    return out
+
+
+def portable_graph_def(graph_def, source="<GraphDef>"):
+    """`graph_def` with every built-in gradient name in its stop_gradient form.
+
+    Raises:
+      ConversionError: a name without a portable form (clip_gradient, a name
+        registered in this process only), naming its nodes.
+    """
+    rules, refused = [], []
+    for name, nodes in nodes_by_gradient(graph_def).items():
+        parsed = registry.parse_builtin_name(name)
+        if parsed is not None:
+            rules.append((Rule(gradient_op_type=_glob_escape(name), estimator=parsed[0],
+                               params=parsed[1]), nodes))
+        elif not _compat.is_op_type(name):
+            refused.append("%r at node(s) %s is registered in this process only"
+                           % (name, node_list(nodes)))
+    for name, nodes in _library_names(graph_def).items():
+        if not _compat.is_op_type(name):
+            refused.append("%r at function node(s) %s cannot be rewritten inside a "
+                           "function library" % (name, node_list(nodes)))
+    if refused:
+        raise ConversionError(
+            "%s: cannot save a SavedModel whose gradients work without "
+            "graph_override: %s. Patch those nodes with a built-in estimator "
+            "that has a stop_gradient form (rules=[...]), or keep differentiating "
+            "with to_function in a process that imports graph_override."
+            % (source, "; ".join(refused)))
+    if not rules:
+        return graph_def
+    try:
+        portable, report = make_portable(graph_def, [r for r, _ in rules])
+    except RuleError as e:
+        raise ConversionError(
+            "%s: cannot save a SavedModel whose gradients work without "
+            "graph_override: %s (nodes %s). clip_gradient has no stop_gradient "
+            "form; use a linear estimator such as scale_gradient there, or keep "
+            "differentiating with to_function in a process that imports "
+            "graph_override." % (source, e, "; ".join(node_list(n) for _, n in rules))
+        ) from e
+    if report.unresolved_left:
+        raise ConversionError("%s: after the stop_gradient rewrite, %s" % (
+            source, "; ".join(report.unresolved_left)))
+    return portable
+
+
+class _Serving(tf.Module):
+    """What the SavedModel holds: the variables and one tf.function."""
+
+    def __init__(self, frozen_fn, graph_def):
+        super().__init__(name=frozen_fn.name)
+        self.weights = list(frozen_fn.weights)
+        weights = list(zip(frozen_fn.weight_names, [w.numpy() for w in frozen_fn.weights]))
+        concrete = function_lib._wrap(  # pylint: disable=protected-access
+            function_graph.as_placeholders(graph_def, weights),
+            frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
+            frozen_fn.outputs)
+        keys = _output_keys(frozen_fn.outputs)
+        variables = self.weights
+
+        @tf.function(input_signature=frozen_fn.input_specs)
+        def serve(*inputs):
+            result = concrete(*inputs, *[tf.convert_to_tensor(v) for v in variables])
+            return dict(zip(keys, result))
+
+        self.serve = serve
+
+
+def _output_keys(outputs):
+    keys = []
+    for name in outputs:
+        base, _, index = name.rpartition(":")
+        key = re.sub(r"[^A-Za-z0-9_]", "_", base) + ("" if index == "0" else "_" + index)
+        while key in keys:
+            key += "_"
+        keys.append(key)
+    return keys
+
+
+def check_target(path, overwrite):
+    """Refuses a `path` that `save` may not write (see `save`)."""
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        raise ConversionError("%s: the folder %s does not exist; create it first"
+                              % (path, parent))
+    if os.path.lexists(path):
+        if not overwrite:
+            raise ConversionError("%s: exists already; pass overwrite=True (CLI: "
+                                  "--force) to replace it" % path)
+        if not os.path.isdir(path) or os.path.islink(path):
+            raise ConversionError("%s: exists and is not a directory; refusing to "
+                                  "replace it with a SavedModel" % path)
+        if os.listdir(path) and not os.path.exists(os.path.join(path, "saved_model.pb")):
+            raise ConversionError("%s: is a non-empty directory that holds no "
+                                  "SavedModel; refusing to replace it, even with "
+                                  "overwrite" % path)
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _verify(folder, module, frozen_fn):
+    loaded = tf.saved_model.load(folder)
+    if SIGNATURE_KEY not in loaded.signatures:
+        raise ConversionError("%s: the written SavedModel has no %r signature; "
+                              "nothing was replaced" % (folder, SIGNATURE_KEY))
+    if len(loaded.weights) != len(module.weights):
+        raise ConversionError("%s: the written SavedModel holds %d weights, "
+                              "expected %d; nothing was replaced" % (
+                                  folder, len(loaded.weights), len(module.weights)))
+    del frozen_fn
+
+
+def save(frozen_fn, path, *, overwrite=False):
+    """Writes `frozen_fn` as a SavedModel at `path` (a directory).
+
+    The SavedModel has a ``serving_default`` signature (inputs named after
+    their nodes, outputs in a dict keyed by node names) and a ``serve``
+    function whose gradients, into the inputs and into the variables (the
+    fine-tuned weights), work in plain TensorFlow.
+
+    Returns:
+      The path written.
+
+    Raises:
+      ConversionError: no portable form for a gradient (see
+        `portable_graph_def`), `path` exists (without `overwrite`), its
+        folder is missing, or it is something other than a SavedModel.
+    """
+    path = os.path.abspath(os.fspath(path))
+    check_target(path, overwrite)
+    graph_def = portable_graph_def(frozen_fn.graph_def, frozen_fn.source)
+    module = _Serving(frozen_fn, graph_def)
+    parent, base = os.path.split(path)
+    tmp = tempfile.mkdtemp(dir=parent, prefix="." + base + ".", suffix=".tmp")
+    try:
+        tf.saved_model.save(module, tmp, signatures={
+            SIGNATURE_KEY: module.serve.get_concrete_function()})
+        _verify(tmp, module, frozen_fn)
+        check_target(path, overwrite)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700
+        if os.path.lexists(path):
+            aside = tempfile.mkdtemp(dir=parent, prefix="." + base + ".", suffix=".old")
+            os.rmdir(aside)
+            os.rename(path, aside)
+            try:
+                os.rename(tmp, path)
+            except BaseException:
+                os.rename(aside, path)
+                raise
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path

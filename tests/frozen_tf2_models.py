@@ -1,0 +1,198 @@
+"""Frozen models for the to_function tests, their Session references and
+their twins written with graph_override.tf2.
+
+Every builder returns ``(graph_def, inputs, outputs)``; weights are random
+with a fixed seed, and the first binarized kernel holds exact clip
+boundaries (+1 and -1), where the straight-through gradient still passes.
+"""
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+
+from graph_override import frozen, tf2
+
+SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / "scripts"
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / (name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _set_const(graph_def, name, fn):
+    for node in graph_def.node:
+        if node.name == name:
+            value = fn(tf.make_ndarray(node.attr["value"].tensor).copy())
+            node.attr["value"].tensor.CopyFrom(tf.make_tensor_proto(value))
+            return
+    raise KeyError(name)
+
+
+def binarized_mlp(kind="sign"):
+    """scripts/make_frozen_example.py's MLP; x [N, 16] -> logits [N, 4]."""
+    graph_def = _script("make_frozen_example").build_binarized_mlp(kind)
+
+    def boundaries(w):
+        w[0, 0], w[1, 0], w[2, 0] = 1.0, -1.0, 1.5
+        return w
+    _set_const(graph_def, "dense_0/kernel", boundaries)
+    # The tf.custom_gradient names live on in the process that built the
+    # graph; give them names that are dead here, as in any other process.
+    dead = 0
+    for node in graph_def.node:
+        if frozen.GRADIENT_ATTR in node.attr:
+            dead += 1
+            node.attr[frozen.GRADIENT_ATTR].s = b"CustomGradient-9876543%d" % dead
+    return graph_def, ["x:0"], ["logits:0"]
+
+
+def mlp_tf2(x, weights):
+    """The binarized MLP written with graph_override.tf2 (the oracle)."""
+    h = x
+    for i in range(3):
+        kernel = weights["dense_%d/kernel" % i]
+        last = i == 2
+        h = tf.matmul(h, kernel if last else tf2.ste_sign(kernel)) / np.float32(
+            np.sqrt(kernel.shape[0])) + weights["dense_%d/bias" % i]
+        if not last:
+            h = tf2.ste_sign(h)
+    return h
+
+
+def float64_round():
+    """A float64 quantized MLP with Round (rule Round=ste_round)."""
+    rng = np.random.RandomState(3)
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float64, [None, 5], name="x")
+        w1 = tf.constant(rng.randn(5, 6), name="w1")
+        w2 = tf.constant(rng.randn(6, 2), name="w2")
+        h = tf.round(tf.matmul(x, w1) * 4.0, name="quantize") / 4.0
+        tf.identity(tf.matmul(tf.tanh(h), w2), name="y")
+    return g.as_graph_def(), ["x:0"], ["y:0"]
+
+
+def float64_tf2(x, weights):
+    h = tf2.ste_round(tf.matmul(x, weights["w1"]) * 4.0) / 4.0
+    return tf.matmul(tf.tanh(h), weights["w2"])
+
+
+def fake_quant():
+    """Quantization-aware training nodes: FakeQuant with min/max constants
+    (their gradients are TensorFlow's own) and fixed-range FakeQuant."""
+    rng = np.random.RandomState(4)
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
+        q = tf.quantization.fake_quant_with_min_max_vars(
+            x, tf.constant(-1.0, name="act_min"), tf.constant(1.0, name="act_max"),
+            num_bits=8, name="act_quant")
+        w = tf.quantization.fake_quant_with_min_max_args(
+            tf.constant(rng.randn(4, 3).astype(np.float32), name="kernel"),
+            min=-2.0, max=2.0, num_bits=4, name="weight_quant")
+        tf.identity(tf.nn.relu(tf.matmul(q, w)), name="y")
+    return g.as_graph_def(), ["x:0"], ["y:0"]
+
+
+def while_if():
+    """Functional While and If (control flow v2, bodies in the library)."""
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf.constant([0.5, -1.5, 2.0], name="w")
+        _, h = tf.while_loop(lambda i, h: i < 3,
+                             lambda i, h: (i + 1, tf.sin(h) * w + h),
+                             [tf.constant(0), x])
+        y = tf.cond(tf.reduce_sum(h) > 0, lambda: h * 2.0, lambda: tf.square(h))
+        tf.identity(y, name="y")
+    graph_def = g.as_graph_def()
+    assert {"StatelessWhile", "StatelessIf"} <= {n.op for n in graph_def.node}
+    return graph_def, ["x:0"], ["y:0"]
+
+
+def v1_while():
+    """A tf.compat.v1.while_loop built without control flow v2."""
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as g:
+            x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+            _, h = tf.compat.v1.while_loop(lambda i, h: i < 3,
+                                           lambda i, h: (i + 1, h * 2.0),
+                                           [tf.constant(0), x])
+            tf.identity(h, name="y")
+    finally:
+        tf.compat.v1.enable_control_flow_v2()
+    return g.as_graph_def(), ["x:0"], ["y:0"]
+
+
+def mobilenet_v2():
+    """Keras MobileNetV2 (alpha 0.35, 32x32, random weights) frozen with
+    convert_variables_to_constants_v2."""
+    from tensorflow.python.framework.convert_to_constants import (  # pylint: disable=import-outside-toplevel
+        convert_variables_to_constants_v2)
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.applications.MobileNetV2(alpha=0.35, input_shape=(32, 32, 3),
+                                              weights=None, classes=10)
+    concrete = tf.function(lambda x: model(x, training=False)).get_concrete_function(
+        tf.TensorSpec([None, 32, 32, 3], tf.float32, name="x"))
+    frozen_fn = convert_variables_to_constants_v2(concrete)
+    return frozen_fn.graph.as_graph_def(), ["x:0"], [frozen_fn.outputs[0].name]
+
+
+def weights_of(graph_def, names):
+    """{name: ndarray} of Const nodes."""
+    return {n.name: tf.make_ndarray(n.attr["value"].tensor)
+            for n in graph_def.node if n.name in names}
+
+
+def session_reference(graph_def, inputs, outputs, feeds, rules=(), weights=(),
+                      cotangent_seed=0):
+    """Outputs and the gradients of sum(outputs * cotangent) into the inputs
+    and into the Const nodes `weights`, from the (patched) graph in a Session.
+
+    Returns:
+      (outputs, input gradients, weight gradients), lists of ndarrays.
+    """
+    if rules:
+        graph_def, _ = frozen.patch(graph_def, list(rules))
+    with tf.Graph().as_default():
+        values = weights_of(graph_def, weights)
+        fed = {name + ":0": tf.compat.v1.placeholder(tf.as_dtype(v.dtype), v.shape)
+               for name, v in values.items()}
+        tensors = frozen.import_graph_def(graph_def, input_map=fed,
+                                          return_elements=list(inputs) + list(outputs),
+                                          name="")
+        xs, ys = tensors[:len(inputs)], tensors[len(inputs):]
+        rng = np.random.RandomState(cotangent_seed)
+        cot = [tf.compat.v1.placeholder(y.dtype) for y in ys]
+        loss = tf.add_n([tf.reduce_sum(y * c) for y, c in zip(ys, cot)])
+        wanted = list(xs) + [fed[w + ":0"] for w in weights]
+        grads = tf.gradients(loss, wanted)
+        with tf.compat.v1.Session() as sess:
+            weight_feed = {fed[w + ":0"]: values[w] for w in weights}
+            out = sess.run(ys, {**dict(zip(xs, feeds)), **weight_feed})
+            cot_values = [rng.randn(*o.shape).astype(o.dtype) for o in out]
+            feed = {**dict(zip(xs, feeds)), **dict(zip(cot, cot_values)), **weight_feed}
+            # None: no gradient path (FusedBatchNorm's moving statistics).
+            grad_values = sess.run([g if g is not None else tf.constant(0)
+                                    for g in grads], feed)
+            grad_values = [None if g is None else v for g, v in zip(grads, grad_values)]
+    return out, grad_values[:len(inputs)], grad_values[len(inputs):], cot_values
+
+
+def tape_gradients(fn, variables, feeds, cotangents, use_function=False):
+    """What `session_reference` computes, through fn(*feeds) under a tape."""
+    def run(*xs):
+        with tf.GradientTape() as tape:
+            tape.watch(xs)
+            ys = fn(*xs)
+            ys = list(ys) if isinstance(ys, (list, tuple)) else [ys]
+            loss = tf.add_n([tf.reduce_sum(y * c) for y, c in zip(ys, cotangents)])
+        return ys, tape.gradient(loss, list(xs) + list(variables))
+    if use_function:
+        run = tf.function(run)
+    ys, grads = run(*[tf.constant(f) for f in feeds])
+    grads = [None if g is None else g.numpy() for g in grads]
+    return [y.numpy() for y in ys], grads[:len(feeds)], grads[len(feeds):]

@@ -1,0 +1,260 @@
+"""FrozenFunction.save and `graph-override convert`: SavedModels checked in a
+fresh process without graph_override, atomic writes, refusals, exit codes."""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import frozen_tf2_models as models
+from graph_override import cli, frozen
+from graph_override.errors import ConversionError
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+CASES = {
+    # name: (builder, rules, trainable, tf2 twin)
+    "mlp": (lambda: models.binarized_mlp("sign"), ["Sign=ste_sign"], "kernel|bias",
+            models.mlp_tf2),
+    "custom": (lambda: models.binarized_mlp("custom"),
+               ["gradient:CustomGradient-*=ste_sign"], "kernel|bias", models.mlp_tf2),
+    "float64": (models.float64_round, ["Round=ste_round"], "^w", models.float64_tf2),
+    "while_if": (models.while_if, [], "^w$", None),
+    "fake_quant": (models.fake_quant, [], "act_min|act_max|kernel", None),
+}
+
+
+def _feed(name, graph_def, inputs):
+    rng = np.random.RandomState(7)
+    with tf.Graph().as_default() as g:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+        spec = g.get_tensor_by_name(inputs[0])
+    shape = [3 if d is None else d for d in spec.shape.as_list()]
+    x = (2 * rng.randn(*shape)).astype(spec.dtype.as_numpy_dtype)
+    x.flat[0] = 0.0
+    x.flat[1] = 1.0
+    return x
+
+
+def _save_and_check(folder, cases_spec):
+    """Saves every case, then loads and runs them in ONE fresh process with
+    plain TensorFlow; returns (references, results of that process)."""
+    cases, arrays, refs = [], {}, {}
+    for name, (build, rules, trainable, twin) in cases_spec.items():
+        graph_def, inputs, outputs = build()
+        pb = str(folder / (name + ".pb"))
+        frozen.save(graph_def, pb)
+        fn = frozen.to_function(pb, inputs, outputs, rules=rules, trainable=trainable)
+        x = _feed(name, graph_def, inputs)
+        out, dx, dw, cot = models.session_reference(
+            graph_def, inputs, outputs, [x], rules=rules, weights=fn.weight_names)
+        twin_grads = None
+        if twin is not None:
+            variables = {n: tf.Variable(v) for n, v in fn.initial_values().items()}
+            _, t_dx, t_dw = models.tape_gradients(
+                lambda x, twin=twin, v=variables: twin(x, v),
+                [variables[n] for n in fn.weight_names], [x], cot)
+            twin_grads = t_dx + t_dw
+        refs[name] = dict(out=out, grads=dx + dw, twin=twin_grads, fn=fn)
+        fn.save(str(folder / name))
+        arrays["%s/feed_0" % name] = x
+        for i, c in enumerate(cot):
+            arrays["%s/cot_%d" % (name, i)] = c
+        cases.append(dict(name=name, dir=str(folder / name), pb=pb, inputs=inputs,
+                          outputs=outputs, input_keys=[s.name for s in fn.input_specs],
+                          output_keys=[_output_key(o) for o in outputs]))
+    np.savez(folder / "arrays.npz", **arrays)
+    (folder / "spec.json").write_text(json.dumps(
+        {"cases": cases, "arrays": str(folder / "arrays.npz")}))
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # plain TensorFlow: graph_override not on the path
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "frozen_plain_check.py"), str(folder / "spec.json"),
+         str(folder / "out.npz")], capture_output=True, text=True, env=env, cwd=str(folder),
+        timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return refs, dict(np.load(folder / "out.npz")), folder
+
+
+def _output_key(name):
+    base, _, index = name.rpartition(":")
+    return re.sub(r"[^A-Za-z0-9_]", "_", base) + ("" if index == "0" else "_" + index)
+
+
+def _compare(refs, results, name):
+    assert not results["graph_override_imported"]
+    ref = refs[name]
+    for i, expected in enumerate(ref["out"]):
+        session = results["%s/session_%d" % (name, i)]  # the ORIGINAL GraphDef
+        for got in (results["%s/out_%d" % (name, i)], results["%s/serve_%d" % (name, i)]):
+            assert got.dtype == session.dtype
+            assert np.array_equal(got.view(np.uint8), session.view(np.uint8))
+        assert np.array_equal(expected, session)
+    for oracle in (ref["grads"], ref["twin"]):
+        if oracle is None:
+            continue
+        for i, expected in enumerate(oracle):
+            key = "%s/grad_%d" % (name, i)
+            assert (expected is None) == (key not in results), key
+            if expected is not None:
+                np.testing.assert_allclose(results[key], expected, rtol=1e-5, atol=1e-6)
+    assert any(np.any(results.get("%s/grad_%d" % (name, i), 0))
+               for i in range(1, 1 + len(ref["fn"].weights)))
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    return _save_and_check(tmp_path_factory.mktemp("saved"), CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_saved_model_in_plain_tensorflow(checked, name):
+    refs, results, _ = checked
+    _compare(refs, results, name)
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_saved_model_in_plain_tensorflow(tmp_path):
+    refs, results, _ = _save_and_check(
+        tmp_path, {"mobilenet": (models.mobilenet_v2, [], 1000, None)})
+    assert len(refs["mobilenet"]["fn"].weights) > 30
+    _compare(refs, results, "mobilenet")
+
+
+def test_saved_model_cli_lists_the_signature(checked):
+    _, _, folder = checked
+    proc = subprocess.run(
+        [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "show",
+         "--dir", str(folder / "mlp"), "--all"], capture_output=True, text=True,
+        timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for text in ("signature_def['serving_default']", "inputs['x'] tensor_info",
+                 "shape: (-1, 16)", "outputs['logits'] tensor_info"):
+        assert text in proc.stdout
+
+
+def _mlp_function(trainable="kernel"):
+    graph_def, inputs, outputs = models.binarized_mlp("sign")
+    return frozen.to_function(graph_def, inputs, outputs, rules=["Sign=ste_sign"],
+                              trainable=trainable)
+
+
+def test_existing_directory_is_refused_then_replaced(tmp_path):
+    fn = _mlp_function()
+    target = tmp_path / "saved"
+    target.mkdir()
+    (target / "saved_model.pb").write_bytes(b"old")
+    with pytest.raises(ConversionError, match="exists already; pass overwrite=True"):
+        fn.save(str(target))
+    assert (target / "saved_model.pb").read_bytes() == b"old"
+    fn.save(str(target), overwrite=True)
+    loaded = tf.saved_model.load(str(target))
+    x = np.ones((2, 16), np.float32)
+    np.testing.assert_array_equal(loaded.serve(x)["logits"].numpy(), fn(x).numpy())
+    assert sorted(os.listdir(tmp_path)) == ["saved"]  # no temporary folder left
+
+
+def test_folder_that_is_no_saved_model_is_never_replaced(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "notes.txt").write_text("keep me")
+    with pytest.raises(ConversionError, match="holds no SavedModel"):
+        _mlp_function().save(str(tmp_path / "data"), overwrite=True)
+    assert (tmp_path / "data" / "notes.txt").read_text() == "keep me"
+
+
+def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
+    fn = _mlp_function()
+
+    def broken(module, path, signatures=None):
+        os.makedirs(os.path.join(path, "variables"))
+        raise OSError("disk full")
+    monkeypatch.setattr(tf.saved_model, "save", broken)
+    with pytest.raises(OSError, match="disk full"):
+        fn.save(str(tmp_path / "saved"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_clip_gradient_has_no_portable_form(tmp_path):
+    graph_def, inputs, outputs = models.binarized_mlp("sign")
+    rules = ["Sign=clip_gradient:clip_value_min=-0.5,clip_value_max=0.5"]
+    fn = frozen.to_function(graph_def, inputs, outputs, rules=rules)
+    x = np.random.RandomState(0).randn(3, 16).astype(np.float32)
+    ref_out, ref_dx, _, cot = models.session_reference(graph_def, inputs, outputs, [x],
+                                                       rules=rules)
+    out, dx, _ = models.tape_gradients(fn, [], [x], cot)  # works live
+    np.testing.assert_array_equal(out[0], ref_out[0])
+    np.testing.assert_allclose(dx[0], ref_dx[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ConversionError, match="clip_gradient.*no stop_gradient form"):
+        fn.save(str(tmp_path / "saved"))
+    assert os.listdir(tmp_path) == []
+
+
+def _main(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def pbs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("convert")
+    frozen.save(models.binarized_mlp("sign")[0], str(folder / "model.pb"))
+    frozen.save(models.binarized_mlp("custom")[0], str(folder / "custom.pb"))
+    return folder
+
+
+def test_convert_command(pbs, tmp_path, capsys):
+    out_dir = str(tmp_path / "saved")
+    args = ["convert", str(pbs / "model.pb"), "-o", out_dir, "--inputs", "x:0",
+            "--outputs", "logits:0", "--map", "Sign=ste_sign", "--trainable", "kernel|bias"]
+    code, out, err = _main(capsys, *args)
+    assert code == 0, err
+    assert "4 node(s) changed" in out
+    assert ("signature 'serving_default' (x float32 (None, 16) -> logits:0), 6 trainable "
+            "variable(s) of 1732 element(s)") in out
+    loaded = tf.saved_model.load(out_dir)
+    assert len(loaded.weights) == 6
+    stamp = os.stat(os.path.join(out_dir, "saved_model.pb")).st_mtime_ns
+    code, _, err = _main(capsys, *args)  # exists: bad usage, nothing touched
+    assert code == 2 and "exists already" in err and "--force" in err
+    assert os.stat(os.path.join(out_dir, "saved_model.pb")).st_mtime_ns == stamp
+    code, _, err = _main(capsys, *args, "--force")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("extra, code, message", [
+    (["--inputs", "xx", "--outputs", "logits"], 2, "Did you mean 'x:0'"),
+    (["--inputs", "x", "--outputs", "logits", "--trainable", "nope"], 2,
+     "selects no float Const"),
+    (["--inputs", "x", "--outputs", "logits", "--map", "sign=ste_sign"], 2,
+     "Did you mean 'Sign'"),
+    (["--inputs", "x", "--outputs", "logits", "--map", "Round=ste_round"], 1,
+     "selected no node"),
+    (["--inputs", "x", "--outputs", "logits", "--map",
+      "Sign=clip_gradient:clip_value_min=-1,clip_value_max=1"], 1, "no stop_gradient form"),
+])
+def test_convert_refusals(pbs, tmp_path, capsys, extra, code, message):
+    got, _, err = _main(capsys, "convert", str(pbs / "model.pb"), "-o",
+                        str(tmp_path / "saved"), *extra)
+    assert got == code and message in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_convert_dead_names_and_unreadable_model(pbs, tmp_path, capsys):
+    out_dir = str(tmp_path / "saved")
+    code, _, err = _main(capsys, "convert", str(pbs / "custom.pb"), "-o", out_dir,
+                         "--inputs", "x", "--outputs", "logits")
+    assert code == 1 and "--map 'gradient:CustomGradient-*=ste_sign'" in err
+    code, _, err = _main(capsys, "convert", str(pbs / "custom.pb"), "-o", out_dir,
+                         "--inputs", "x", "--outputs", "logits",
+                         "--map", "gradient:CustomGradient-*=ste_sign")
+    assert code == 0, err
+    code, _, err = _main(capsys, "convert", str(tmp_path / "missing.pb"), "-o",
+                         str(tmp_path / "other"), "--inputs", "x", "--outputs", "y")
+    assert code == 2 and "no such file" in err
