@@ -198,7 +198,9 @@ def register_gradient(fn=None, *, name=None):
     """
     if fn is None:
         return functools.partial(register_gradient, name=name)
-    if isinstance(fn, str):
+    if isinstance(fn, RegisteredGradient):
+        fn = fn.function  # registering a registered function again: a no-op
+    elif isinstance(fn, str):
         raise TypeError(
             "register_gradient(%r) got a string where the gradient function "
             "goes. To register under that name, decorate with "
@@ -207,8 +209,6 @@ def register_gradient(fn=None, *, name=None):
     if not callable(fn):
         raise TypeError("register_gradient() needs a callable gradient "
                         "function, got %s" % type(fn).__name__)
-    if isinstance(fn, RegisteredGradient):
-        fn = fn.function
     if name is not None and (not isinstance(name, str) or not name):
         raise TypeError("register_gradient(name=...) must be a non-empty "
                         "string, got %r" % (name,))

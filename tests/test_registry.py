@@ -47,6 +47,17 @@ def test_register_is_idempotent_and_returns_a_callable_name():
     assert name.function is _grad_x2
 
 
+def test_registering_a_decorated_function_again_is_a_no_op():
+    """A decorated function is a RegisteredGradient, a str: registering it
+    again (a re-run cell, a helper that registers what it is given) gives
+    the same name, not the hint meant for a plain name string."""
+    name = go.register_gradient(_grad_x2)
+    size = go.registry_size()
+    assert go.register_gradient(name) == name
+    assert go.register_gradient(name).function is _grad_x2
+    assert go.registry_size() == size
+
+
 def test_decorator_forms():
     @go.register_gradient(name="test_registry.Decorated")
     def decorated(op, grad):
