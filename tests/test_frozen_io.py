@@ -336,6 +336,23 @@ def _while_loop_graph():
     return g.as_graph_def()
 
 
+def test_a_loop_lowered_by_freezing_is_not_a_cycle(tmp_path):
+    """convert_variables_to_constants_v2 lowers a tf.function's while loop to
+    TF1 control flow and may list the Merge after its NextIteration: the
+    back edge then points forward in node order and must still be allowed."""
+    import frozen_graphs  # pylint: disable=import-outside-toplevel
+    graph_def, _, _, _ = frozen_graphs.frozen_tf_function()
+    index = {n.name: i for i, n in enumerate(graph_def.node)}
+    forward_back_edges = [
+        n.name for n in graph_def.node if n.op == "Merge"
+        for i in n.input if graph_def.node[index[i.split(":")[0]]].op == "NextIteration"
+        and index[i.split(":")[0]] < index[n.name]]
+    assert forward_back_edges  # the case this test is about
+    path = tmp_path / "lowered.pb"
+    frozen.save(graph_def, path)
+    assert len(frozen.load(path).node) == len(graph_def.node)
+
+
 def test_a_tf1_while_loop_is_not_a_cycle(tmp_path):
     graph_def = _while_loop_graph()
     ops = {n.op for n in graph_def.node}

@@ -189,14 +189,15 @@ def _check_cycles(graph_def, source, names, ops, src, dst, control):
     forward = src < dst
     if forward.all():
         return  # every input comes from an earlier node: no cycle
-    # Leave out TF1 while loops' NextIteration -> Merge back edges.
-    keep = ~forward
+    # Leave out TF1 while loops' NextIteration -> Merge back edges, whichever
+    # way they point in node order (a lowered loop may list Merge last).
     back_src = np.array([op in _BACK_EDGE_SOURCES for op in ops])
     back_dst = np.array([op in _BACK_EDGE_TARGETS for op in ops])
-    keep &= ~(back_src[src] & back_dst[dst] & ~control)
-    if not keep.any():
+    edges = ~(back_src[src] & back_dst[dst] & ~control)
+    # A cycle needs an edge that does not point forward in node order.
+    if not (edges & ~forward).any():
         return
-    cycle = _find_cycle(len(names), src, dst, forward | keep)
+    cycle = _find_cycle(len(names), src, dst, edges)
     if cycle:
         path = " -> ".join(repr(names[i]) for i in cycle + cycle[:1])
         raise GraphDefError(
