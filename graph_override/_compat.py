@@ -3,7 +3,7 @@
 TensorFlow moves private modules between releases (``tape`` became ``record``
 in 2.13, the op registry went to C++ in 2.12). Everything the library needs
 beyond the public API is reached through the functions below, so a release
-that moves a symbol breaks this module and nothing else. ``compat/README.md``
+that moves a symbol breaks this module and nothing else. docs/guide/compat.md
 lists what each supported release provides.
 """
 
@@ -11,6 +11,7 @@ import difflib
 import functools
 
 import tensorflow as tf
+from tensorflow.python.framework import function_def_to_graph as _function_def_to_graph
 from tensorflow.python.framework import op_def_registry as _op_def_registry
 from tensorflow.python.framework import ops as _ops
 
@@ -20,6 +21,7 @@ except ImportError:  # pragma: no cover - older releases
     from tensorflow.python.eager import tape as _record
 
 __all__ = [
+    "function_def_to_graph",
     "gradient_registry_entries",
     "gradient_registry_location",
     "gradient_registry_names",
@@ -152,3 +154,9 @@ def restore_override_map_entries(graph, saved):
             current.pop(op_type, None)
         else:
             current[op_type] = value
+
+
+def function_def_to_graph(fdef):
+    """A FunctionDef of a GraphDef's library as a FuncGraph, whose ops have
+    their shapes inferred (private: tensorflow.python.framework)."""
+    return _function_def_to_graph.function_def_to_graph(fdef)

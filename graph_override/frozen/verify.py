@@ -13,7 +13,6 @@ unusable graph (see `graph_override.frozen`).
 """
 
 import tensorflow as tf
-from tensorflow.python.framework import function_def_to_graph
 
 from graph_override import _compat, estimators
 from graph_override.errors import RuleError
@@ -125,7 +124,7 @@ def check_function_shapes(graph_def, fname, named, what):
     library = {f.signature.name: f for f in graph_def.library.function}
     with tf.Graph().as_default():
         try:
-            graph = function_def_to_graph.function_def_to_graph(library[fname])
+            graph = _compat.function_def_to_graph(library[fname])
         except (ValueError, TypeError, KeyError, tf.errors.OpError):
             return
         for name, rule in named:
@@ -216,7 +215,7 @@ def check_imports(graph_def, what, functions=()):
         library = {f.signature.name: f for f in graph_def.library.function}
         for name in functions:
             with tf.Graph().as_default():
-                function_def_to_graph.function_def_to_graph(library[name])
+                _compat.function_def_to_graph(library[name])
     except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
         raise RuleError(
             "%s: the rewritten graph does not import into TensorFlow (%s); "
