@@ -182,7 +182,7 @@ def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
 
 def test_clip_gradient_has_no_portable_form(tmp_path):
     graph_def, inputs, outputs = models.binarized_mlp("sign")
-    rules = ["Sign=clip_gradient:clip_value_min=-0.5,clip_value_max=0.5"]
+    rules = ["Identity=clip_gradient:clip_value_min=-0.5,clip_value_max=0.5"]
     fn = frozen.to_function(graph_def, inputs, outputs, rules=rules)
     x = np.random.RandomState(0).randn(3, 16).astype(np.float32)
     ref_out, ref_dx, _, cot = models.session_reference(graph_def, inputs, outputs, [x],
@@ -237,7 +237,7 @@ def test_convert_command(pbs, tmp_path, capsys):
     (["--inputs", "x", "--outputs", "logits", "--map", "Round=ste_round"], 1,
      "selected no node"),
     (["--inputs", "x", "--outputs", "logits", "--map",
-      "Sign=clip_gradient:clip_value_min=-1,clip_value_max=1"], 1, "no stop_gradient form"),
+      "Identity=clip_gradient:clip_value_min=-1,clip_value_max=1"], 1, "no stop_gradient form"),
 ])
 def test_convert_refusals(pbs, tmp_path, capsys, extra, code, message):
     got, _, err = _main(capsys, "convert", str(pbs / "model.pb"), "-o",
