@@ -6,6 +6,7 @@ and also from the builtin exception a caller would already catch, so that
 """
 
 __all__ = [
+    "CheckpointDamagedError",
     "CheckpointMismatchError",
     "ClusterSpecError",
     "ClusterUnreachableError",
@@ -17,6 +18,7 @@ __all__ = [
     "NoMatchError",
     "RuleError",
     "SourceError",
+    "TrainingOutputError",
     "UnknownFamilyError",
     "UnknownGradientError",
     "UnknownOpTypeError",
@@ -88,3 +90,13 @@ class ClusterSpecError(GraphOverrideError, ValueError):
 class ClusterUnreachableError(GraphOverrideError, ConnectionError):
     """Tasks of the cluster did not answer within the time allowed
     (graph_override.training)."""
+
+
+class CheckpointDamagedError(CheckpointMismatchError):
+    """A checkpoint's .index or .data file is missing, truncated, empty or
+    corrupt, so it cannot be restored (graph_override.training)."""
+
+
+class TrainingOutputError(GraphOverrideError, OSError):
+    """A checkpoint or summary folder cannot be written, or a write failed
+    during training (graph_override.training)."""
