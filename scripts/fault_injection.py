@@ -128,6 +128,8 @@ def same_graph(path, reference):
     """True when the GraphDef file `path` holds the GraphDef of the bytes
     `reference` (protobuf maps serialize in no fixed order, so bytes may
     differ between two equal results)."""
+    from graph_override.cli import import_tensorflow_quietly  # pylint: disable=import-outside-toplevel
+    import_tensorflow_quietly()
     from tensorflow.core.framework import graph_pb2  # pylint: disable=import-outside-toplevel
     with open(path, "rb") as f:
         data = f.read()

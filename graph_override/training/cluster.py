@@ -211,7 +211,7 @@ def start_worker(task):
     return server
 
 
-def run_parameter_server(task):
+def run_parameter_server(task, on_ready=None):
     """Serves variables for the workers until SIGINT (Ctrl-C) or SIGTERM.
 
     TensorFlow's ``Server.join()`` blocks in native code, where Python never
@@ -219,20 +219,26 @@ def run_parameter_server(task):
     waits on an event that the signal handlers set. Returns once a signal
     came (the previous handlers are back in place); TensorFlow cannot stop a
     server, so the caller should then end the process (the scripts exit 0).
+
+    Args:
+      task: a ps `ClusterTask`.
+      on_ready: called once the server is up and the signals are handled.
     """
     if task.job_name != "ps":
         raise ClusterSpecError("run_parameter_server needs a ps task, got job %r"
                                % (task.job_name,))
-    server = _server(task)
     stop = threading.Event()
     handlers = {}
     try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            handlers[sig] = signal.signal(sig, lambda *_: stop.set())
-    except ValueError:  # not the main thread: no signals here
-        server.join()
-    try:
-        while not stop.wait(0.2):
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                handlers[sig] = signal.signal(sig, lambda *_: stop.set())
+        except ValueError:  # not the main thread: signals cannot reach us
+            _server(task).join()
+        server = _server(task)
+        if on_ready is not None:
+            on_ready()
+        while not stop.wait(0.1):
             pass
     finally:
         for sig, handler in handlers.items():

@@ -85,9 +85,9 @@ def run_main(parser, body, argv=None):
         loop_args = loop_arguments(args)
         task = loop_args["cluster"]
         if task is not None and task.job_name == "ps":
-            print("parameter server %d serving on %s (stop it with Ctrl-C or "
-                  "kill)" % (task.task_index, task.address), flush=True)
-            cluster_lib.run_parameter_server(task)
+            cluster_lib.run_parameter_server(task, on_ready=lambda: print(
+                "parameter server %d serving on %s (stop it with Ctrl-C or "
+                "kill)" % (task.task_index, task.address), flush=True))
             print("parameter server %d stopped" % task.task_index, flush=True)
             # TensorFlow cannot stop its server, and tearing the runtime
             # down around it takes seconds: end the process at once.
