@@ -42,9 +42,16 @@ __all__ = ["SummaryWriter", "check_checkpoint", "check_writable",
 _IO_ERRORS = (tf.errors.OpError, OSError, IndexError, ValueError, RuntimeError)
 
 
+_NOT_THE_CAUSE = ("Graph execution error", "Detected at node", "Node:", "[[", "File ")
+
+
 def _first_line(error):
+    """The line of an error message that says what went wrong (a Session's
+    errors start with where the op was defined)."""
     text = getattr(error, "message", None) or str(error) or type(error).__name__
-    return " ".join(text.split("\n", 1)[0].split())[:300]
+    lines = [" ".join(l.split()) for l in text.splitlines()]
+    lines = [l for l in lines if l and not l.startswith(_NOT_THE_CAUSE)] or lines
+    return lines[0][:300] if lines else type(error).__name__
 
 
 def check_writable(folder, what):
@@ -90,11 +97,10 @@ def _data_files(path):
 
 
 def _damaged(directory, path, detail):
-    others = []
-    state = tf.train.get_checkpoint_state(directory)
-    if state is not None:
-        others = [os.path.basename(p) for p in state.all_model_checkpoint_paths
-                  if os.path.basename(p) != os.path.basename(path)]
+    others = sorted((os.path.basename(p)[:-len(".index")] for p in glob.glob(
+        os.path.join(glob.escape(directory), "*.index"))
+                     if not _same(p, path + ".index")),
+                    key=lambda name: (len(name), name))
     hint = ("Delete the files %s.* and the `checkpoint` file to start "
             "afresh, or pass an empty --checkpoint-dir" % path)
     if others:
