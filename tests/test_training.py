@@ -379,11 +379,29 @@ def test_damaged_latest_checkpoint_names_the_older_ones(tmp_path):
     assert "(bnn-8, bnn-16)" in str(e.value)
 
 
-def test_damaged_index_is_a_damaged_checkpoint(tmp_path, good_checkpoint):
+@pytest.mark.parametrize("how", ["empty", "deleted"])
+def test_damaged_index_is_a_damaged_checkpoint(tmp_path, good_checkpoint, how):
+    # Without its .index, tf.train.latest_checkpoint sees no checkpoint at
+    # all: training would silently start afresh over the directory.
     ckpt = _copy_checkpoint(good_checkpoint, str(tmp_path / "ckpt"))
-    open(os.path.join(ckpt, "bnn-21.index"), "wb").close()
-    with pytest.raises(CheckpointDamagedError, match="bnn-21.index"):
+    index = os.path.join(ckpt, "bnn-21.index")
+    if how == "empty":
+        open(index, "wb").close()
+    else:
+        os.unlink(index)
+    before = sorted(os.listdir(ckpt))
+    with pytest.raises(CheckpointDamagedError, match=r"bnn-21\.index.*Nothing was trained"):
         recipes.train_bnn("overrides", checkpoint_dir=ckpt, hidden=(16,), epochs=2)
+    assert sorted(os.listdir(ckpt)) == before
+
+
+def test_unreadable_state_file_is_a_damaged_checkpoint(tmp_path, good_checkpoint):
+    ckpt = _copy_checkpoint(good_checkpoint, str(tmp_path / "ckpt"))
+    (pathlib.Path(ckpt) / "checkpoint").write_bytes(b"\x00\xffnot a state {")
+    with pytest.raises(CheckpointDamagedError,
+                       match=r"the state file .*checkpoint cannot be read"):
+        recipes.train_bnn("overrides", checkpoint_dir=ckpt, hidden=(16,), epochs=2)
+    assert storage.latest_checkpoint(str(tmp_path)) is None  # no state file: none
 
 
 @pytest.mark.parametrize("which", ["checkpoint_dir", "logdir"])

@@ -181,7 +181,7 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         with tf.compat.v1.device(device_fn):
             model = build()
         saver = tf.compat.v1.train.Saver(max_to_keep=3)
-        path = (tf.train.latest_checkpoint(checkpoint_dir)
+        path = (storage.latest_checkpoint(checkpoint_dir)
                 if checkpoint_dir and is_chief else None)
         if path:  # before TensorFlow's own, obscure, restore errors
             check_checkpoint(path, tf.compat.v1.global_variables(), checkpoint_dir)

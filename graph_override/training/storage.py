@@ -34,7 +34,7 @@ from graph_override.errors import (CheckpointDamagedError, CheckpointMismatchErr
                                    TrainingOutputError)
 
 __all__ = ["SummaryWriter", "check_checkpoint", "check_writable",
-           "save_checkpoint"]
+           "latest_checkpoint", "save_checkpoint"]
 
 # What TensorFlow raises when a file cannot be read or written: an OpError
 # (NotFound, DataLoss, OutOfRange...), or a builtin from its C++ bindings
@@ -112,6 +112,37 @@ def _damaged(directory, path, detail):
         "trained. %s." % (directory, path, detail, hint))
     error.filename = path
     return error
+
+
+def latest_checkpoint(directory):
+    """The prefix of the latest checkpoint in `directory`, or None if none.
+
+    Unlike `tf.train.latest_checkpoint`, which returns None (so training
+    would silently start afresh) when the ``checkpoint`` state file cannot
+    be parsed or names a checkpoint whose ``.index`` file is gone, this
+    raises.
+
+    Raises:
+      CheckpointDamagedError: the state file is unreadable, or names a
+        checkpoint whose .index file is missing.
+    """
+    state_file = os.path.join(directory, "checkpoint")
+    if not os.path.exists(state_file):
+        return None
+    try:
+        path = tf.train.latest_checkpoint(directory)
+        if path is not None:
+            return path
+        state = tf.train.get_checkpoint_state(directory)
+    except _IO_ERRORS:  # not text, or not a CheckpointState
+        state = None
+    if state is None or not state.model_checkpoint_path:
+        raise _damaged(directory, os.path.join(directory, "checkpoint"),
+                       "the state file %s cannot be read" % state_file)
+    named = state.model_checkpoint_path
+    if not os.path.isabs(named):
+        named = os.path.join(directory, named)
+    raise _damaged(directory, named, "its index file %s.index is missing" % named)
 
 
 def check_checkpoint(path, var_list, directory=None):
