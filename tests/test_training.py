@@ -274,6 +274,19 @@ def test_interrupted_run_resumes_exactly_where_it_stopped(tmp_path, bnn_runs):
         resumed.evaluations[-1][2]["test"])
 
 
+def test_a_copied_checkpoint_directory_resumes_from_its_own_files(tmp_path):
+    import shutil  # pylint: disable=import-outside-toplevel
+    original, copy = str(tmp_path / "a"), str(tmp_path / "b")
+    recipes.train_bnn("overrides", checkpoint_dir=original, hidden=(8,), epochs=1)
+    shutil.copytree(original, copy)
+    shutil.rmtree(original)
+    messages = []
+    resumed = recipes.train_bnn("overrides", checkpoint_dir=copy, hidden=(8,),
+                                epochs=2, log=messages.append)
+    assert resumed.start_step == 21
+    assert "resumed from %s/bnn-21 at step 21" % copy in messages
+
+
 def test_checkpoint_every_saves_between_epochs(tmp_path):
     ckpt = str(tmp_path / "c")
     recipes.train_bnn("overrides", checkpoint_dir=ckpt, checkpoint_every=8,

@@ -180,7 +180,9 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         tf.compat.v1.set_random_seed(seed)
         with tf.compat.v1.device(device_fn):
             model = build()
-        saver = tf.compat.v1.train.Saver(max_to_keep=3)
+        # Relative names in the state file: a moved or copied checkpoint
+        # directory resumes from its own files, not from the original's.
+        saver = tf.compat.v1.train.Saver(max_to_keep=3, save_relative_paths=True)
         path = (storage.latest_checkpoint(checkpoint_dir)
                 if checkpoint_dir and is_chief else None)
         if path:  # before TensorFlow's own, obscure, restore errors

@@ -63,7 +63,9 @@ def check_writable(folder, what):
       >>> check_writable("/dev/null/ckpt", "checkpoint directory")
       Traceback (most recent call last):
       ...
-      graph_override.errors.TrainingOutputError: checkpoint directory /dev/null/ckpt cannot be written: Not a directory. Nothing was trained; make it writable, free some space, or choose another folder.
+      graph_override.errors.TrainingOutputError: checkpoint directory
+      /dev/null/ckpt cannot be written: Not a directory. Nothing was trained;
+      make it writable, free some space, or choose another folder.
 
     Args:
       folder: the folder (e.g. --checkpoint-dir or --logdir).
