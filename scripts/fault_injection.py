@@ -67,8 +67,11 @@ def environment():
     return env
 
 
-def _limits(fsize):
+def _limits(fsize, memory):
     def apply():
+        if memory is not None:
+            # A reader of /dev/zero must not take the machine's memory.
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         if fsize is not None:
             # Writes past `fsize` bytes fail with EFBIG, as on a full disk.
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -76,18 +79,20 @@ def _limits(fsize):
     return apply
 
 
-def run(argv, cwd, *, fsize=None, timeout=180.0, kill_when=None, poll=0.002):
+def run(argv, cwd, *, fsize=None, memory=None, timeout=180.0, kill_when=None,
+        poll=0.002):
     """Runs `argv` in `cwd`; returns a `Run`.
 
     Args:
       fsize: largest file the process may write (RLIMIT_FSIZE), or None.
+      memory: largest address space of the process (RLIMIT_AS), or None.
       timeout: seconds before the process counts as hung and is killed.
       kill_when: ``kill_when(seconds, stdout_so_far) -> bool``, polled every
         `poll` seconds; True sends SIGKILL.
     """
     proc = subprocess.Popen(argv, cwd=cwd, env=environment(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=_limits(fsize))
+                            preexec_fn=_limits(fsize, memory))
     out, err = [], []
     readers = [threading.Thread(target=lambda s=s, b=b: b.extend(s), daemon=True)
                for s, b in ((proc.stdout, out), (proc.stderr, err))]
@@ -320,6 +325,7 @@ class Shared:
 
 
 PATCH_ARGS = ["patch", "model.pb", "-o", "out.pb", "--map", "Sign=ste_sign"]
+MEMORY = 16 << 30  # address space of a run on an unreadable input
 
 
 # ---------------------------------------------------------------- patch cases
@@ -443,7 +449,7 @@ def command_unreadable(check, folder, shared, command, kind, expected):
             "patch": CLI + ["patch", path, "-o", "out.pb", "--map", "Sign=ste_sign"],
             "migrate": CLI + ["migrate", path, "--write"],
             "train": TRAIN + ["--epochs", "1", "--cluster", path]}[command]
-    r = run(argv, folder, timeout=60)
+    r = run(argv, folder, timeout=60, memory=MEMORY)
     check.result(r, expected)
     after = snapshot(folder)
     check.unchanged(before, after, "input")
