@@ -6,6 +6,7 @@ and also from the builtin exception a caller would already catch, so that
 """
 
 __all__ = [
+    "CheckpointDamagedError",
     "CheckpointMismatchError",
     "ClusterSpecError",
     "ClusterUnreachableError",
@@ -19,6 +20,7 @@ __all__ = [
     "NoMatchError",
     "RuleError",
     "SourceError",
+    "TrainingOutputError",
     "UnknownFamilyError",
     "UnknownGradientError",
     "UnknownOpTypeError",
@@ -109,3 +111,13 @@ class ConcurrentScopeError(GraphOverrideError, RuntimeError):
 class ConversionError(GraphOverrideError, ValueError):
     """A frozen graph cannot be turned into a TF2 function or SavedModel as
     asked (graph_override.frozen.to_function, FrozenFunction.save)."""
+
+
+class CheckpointDamagedError(CheckpointMismatchError):
+    """A checkpoint's .index or .data file is missing, truncated, empty or
+    corrupt, so it cannot be restored (graph_override.training)."""
+
+
+class TrainingOutputError(GraphOverrideError, OSError):
+    """A checkpoint or summary folder cannot be written, or a write failed
+    during training (graph_override.training)."""

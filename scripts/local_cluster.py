@@ -9,6 +9,7 @@ once per task with --cluster SPEC --job-name JOB --task-index I added.
     python scripts/local_cluster.py scripts/train_bnn.py --epochs 2 --no-progress
 
 Prints each worker's output; exits with the largest worker exit status.
+Ctrl-C stops every task (workers save a checkpoint first) and exits 130.
 """
 
 import argparse
@@ -37,9 +38,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.ps < 1 or args.workers < 1:
         parser.error("need at least one ps and one worker")
-    outputs = cluster.launch_local_cluster(
-        [sys.executable, args.script] + args.script_args, num_ps=args.ps,
-        num_workers=args.workers, timeout=args.timeout)
+    try:
+        outputs = cluster.launch_local_cluster(
+            [sys.executable, args.script] + args.script_args, num_ps=args.ps,
+            num_workers=args.workers, timeout=args.timeout)
+    except KeyboardInterrupt:
+        print("local_cluster.py: interrupted; every task was stopped",
+              file=sys.stderr)
+        return 130
     for out in outputs:
         print("===== worker %d (exit status %d) =====" % (out.task_index, out.returncode))
         print(out.stdout.rstrip())

@@ -28,7 +28,7 @@ def _parser():
         __file__, __doc__.split("\n\n")[0],
         "examples:\n  python scripts/train_dann.py --family stopgrad --seed 2\n"
         "  python scripts/train_dann.py --reversal-scale 0.5 --no-source-only")
-    scripting.add_common_flags(parser, epochs=100)
+    scripting.add_common_flags(parser, epochs=100, log_every=10)
     parser.add_argument("--reversal-scale", type=float, default=1.0,
                         help="flip_gradient scale, the paper's lambda (default 1.0)")
     parser.add_argument("--domain-weight", type=float, default=1.0,
@@ -43,7 +43,6 @@ def _parser():
 def _body(args, loop_args):
     print("DANN on digits -> digits under uneven lighting: family %s, %d epochs, "
           "seed %d" % (args.family, args.epochs, args.seed), flush=True)
-    loop_args["log"] = scripting.epoch_log(10)  # 2 x 100 epoch lines otherwise
     c = recipes.train_dann(args.family, epochs=args.epochs, seed=args.seed,
                            reversal_scale=args.reversal_scale,
                            domain_weight=args.domain_weight,

@@ -6,14 +6,17 @@ shared by the tests that read them.
 
 import glob
 import os
+import pathlib
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from graph_override import errors, overrides, stopgrad, tf2
-from graph_override.training import data, loop, models, recipes
-from graph_override.training.errors import CheckpointMismatchError, UnknownFamilyError
+from graph_override.training import data, loop, models, recipes, storage
+from graph_override.training.errors import (CheckpointDamagedError,
+                                            CheckpointMismatchError,
+                                            TrainingOutputError, UnknownFamilyError)
 
 SMALL = dict(hidden=(64,), epochs=2, seed=3)
 
@@ -271,6 +274,19 @@ def test_interrupted_run_resumes_exactly_where_it_stopped(tmp_path, bnn_runs):
         resumed.evaluations[-1][2]["test"])
 
 
+def test_a_copied_checkpoint_directory_resumes_from_its_own_files(tmp_path):
+    import shutil  # pylint: disable=import-outside-toplevel
+    original, copy = str(tmp_path / "a"), str(tmp_path / "b")
+    recipes.train_bnn("overrides", checkpoint_dir=original, hidden=(8,), epochs=1)
+    shutil.copytree(original, copy)
+    shutil.rmtree(original)
+    messages = []
+    resumed = recipes.train_bnn("overrides", checkpoint_dir=copy, hidden=(8,),
+                                epochs=2, log=messages.append)
+    assert resumed.start_step == 21
+    assert "resumed from %s/bnn-21 at step 21" % copy in messages
+
+
 def test_checkpoint_every_saves_between_epochs(tmp_path):
     ckpt = str(tmp_path / "c")
     recipes.train_bnn("overrides", checkpoint_dir=ckpt, checkpoint_every=8,
@@ -313,6 +329,219 @@ def test_unreadable_checkpoint_is_a_clear_error(tmp_path):
         recipes.train_bnn("overrides", checkpoint_dir=str(ckpt), hidden=(16,), epochs=1)
 
 
+DATA = "bnn-21.data-00000-of-00001"
+
+
+@pytest.fixture(scope="module")
+def good_checkpoint(tmp_path_factory):
+    """A checkpoint directory holding bnn-21 (one epoch of a small BNN)."""
+    ckpt = str(tmp_path_factory.mktemp("good") / "ckpt")
+    recipes.train_bnn("overrides", checkpoint_dir=ckpt, hidden=(16,), epochs=1)
+    return ckpt
+
+
+def _copy_checkpoint(source, target):
+    # The state file TensorFlow writes holds absolute paths: name the copy's own.
+    import shutil  # pylint: disable=import-outside-toplevel
+    shutil.copytree(source, target)
+    (pathlib.Path(target) / "checkpoint").write_text(
+        'model_checkpoint_path: "bnn-21"\nall_model_checkpoint_paths: "bnn-21"\n')
+    return target
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "deleted", "corrupt"])
+def test_damaged_checkpoint_data_is_a_clear_error_naming_the_file(
+        tmp_path, good_checkpoint, how):
+    ckpt = _copy_checkpoint(good_checkpoint, str(tmp_path / "ckpt"))
+    data_file = os.path.join(ckpt, DATA)
+    size = os.path.getsize(data_file)
+    if how == "truncated":
+        with open(data_file, "r+b") as f:
+            f.truncate(size // 2)
+    elif how == "empty":
+        open(data_file, "wb").close()
+    elif how == "deleted":
+        os.unlink(data_file)
+    else:  # same size, one flipped block: only the checksum tells
+        with open(data_file, "r+b") as f:
+            f.seek(size // 2)
+            block = f.read(4)
+            f.seek(size // 2)
+            f.write(bytes(b ^ 0xFF for b in block))
+    steps = []
+    with pytest.raises(CheckpointDamagedError) as e:
+        recipes.train_bnn("overrides", checkpoint_dir=ckpt, hidden=(16,), epochs=2,
+                          on_step=lambda step, loss: steps.append(step))
+    msg = str(e.value)
+    assert data_file in msg and "is damaged" in msg, msg
+    assert ("missing" if how == "deleted" else "cannot be read") in msg
+    assert "Nothing was trained" in msg and "empty --checkpoint-dir" in msg
+    assert steps == []
+    # Still a CheckpointMismatchError and a ValueError: the scripts exit 2.
+    assert isinstance(e.value, CheckpointMismatchError)
+    assert isinstance(e.value, ValueError) and e.value.filename.endswith("bnn-21")
+
+
+def test_damaged_latest_checkpoint_names_the_older_ones(tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    recipes.train_bnn("overrides", checkpoint_dir=ckpt, checkpoint_every=8,
+                      hidden=(16,), epochs=1)
+    open(os.path.join(ckpt, DATA), "wb").close()
+    with pytest.raises(CheckpointDamagedError, match="older checkpoint") as e:
+        recipes.train_bnn("overrides", checkpoint_dir=ckpt, hidden=(16,), epochs=2)
+    assert "(bnn-8, bnn-16)" in str(e.value)
+
+
+@pytest.mark.parametrize("how", ["empty", "deleted"])
+def test_damaged_index_is_a_damaged_checkpoint(tmp_path, good_checkpoint, how):
+    # Without its .index, tf.train.latest_checkpoint sees no checkpoint at
+    # all: training would silently start afresh over the directory.
+    ckpt = _copy_checkpoint(good_checkpoint, str(tmp_path / "ckpt"))
+    index = os.path.join(ckpt, "bnn-21.index")
+    if how == "empty":
+        open(index, "wb").close()
+    else:
+        os.unlink(index)
+    before = sorted(os.listdir(ckpt))
+    with pytest.raises(CheckpointDamagedError, match=r"bnn-21\.index.*Nothing was trained"):
+        recipes.train_bnn("overrides", checkpoint_dir=ckpt, hidden=(16,), epochs=2)
+    assert sorted(os.listdir(ckpt)) == before
+
+
+def test_unreadable_state_file_is_a_damaged_checkpoint(tmp_path, good_checkpoint):
+    ckpt = _copy_checkpoint(good_checkpoint, str(tmp_path / "ckpt"))
+    (pathlib.Path(ckpt) / "checkpoint").write_bytes(b"\x00\xffnot a state {")
+    with pytest.raises(CheckpointDamagedError,
+                       match=r"the state file .*checkpoint cannot be read"):
+        recipes.train_bnn("overrides", checkpoint_dir=ckpt, hidden=(16,), epochs=2)
+    assert storage.latest_checkpoint(str(tmp_path)) is None  # no state file: none
+
+
+@pytest.mark.parametrize("which", ["checkpoint_dir", "logdir"])
+def test_folder_that_cannot_be_created_fails_before_training(tmp_path, which):
+    (tmp_path / "file").write_text("a file, not a folder")
+    folder = str(tmp_path / "file" / "out")
+    steps = []
+    with pytest.raises(TrainingOutputError) as e:
+        recipes.train_bnn("overrides", hidden=(8,), epochs=1, **{which: folder},
+                          on_step=lambda step, loss: steps.append(step))
+    assert steps == []  # not after an epoch of training
+    what = "checkpoint directory" if which == "checkpoint_dir" else "log directory"
+    assert str(e.value).startswith("%s %s cannot be written: " % (what, folder))
+    assert isinstance(e.value, OSError) and e.value.filename == folder
+
+
+def test_read_only_checkpoint_dir_fails_before_training(tmp_path, load_script):
+    faults = load_script("fault_injection")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    with faults.read_only(str(ckpt)) as how:
+        if how is None:
+            pytest.skip("no way to make a folder read-only here (not root, "
+                        "no chattr)")
+        steps = []
+        with pytest.raises(TrainingOutputError, match="cannot be written"):
+            recipes.train_bnn("overrides", hidden=(8,), epochs=1,
+                              checkpoint_dir=str(ckpt),
+                              on_step=lambda step, loss: steps.append(step))
+    assert steps == [] and os.listdir(str(ckpt)) == []
+
+
+def test_check_writable_creates_the_folder_and_leaves_nothing(tmp_path):
+    folder = tmp_path / "a" / "b"
+    storage.check_writable(str(folder), "log directory")
+    assert folder.is_dir() and list(folder.iterdir()) == []
+
+
+class _FailingSaver:
+    """Saver.save that writes what a full disk leaves, then fails."""
+
+    def __init__(self, saver, at, leave):
+        self.saver, self.at, self.leave = saver, at, leave
+
+    def save(self, sess, prefix, global_step):
+        if global_step != self.at:
+            return self.saver.save(sess, prefix, global_step=global_step)
+        new = "%s-%d" % (prefix, global_step)
+        folder = os.path.dirname(prefix)
+        if self.leave == "partial data":
+            open(new + ".data-00000-of-00001.tempstate123", "wb").write(b"x" * 10)
+            open(new + ".index", "wb").write(b"half an index")
+        elif self.leave == "state names a broken checkpoint":
+            open(new + ".data-00000-of-00001", "wb").write(b"")
+            open(new + ".index", "wb").write(b"")
+            open(os.path.join(folder, "checkpoint.tmp9f"), "wb").write(b"model_")
+            tf.compat.v1.train.update_checkpoint_state(folder, new)
+        elif self.leave == "whole checkpoint, no meta graph":
+            self.saver.save(sess, prefix, global_step=global_step,
+                            write_meta_graph=False)
+            open(new + ".meta.tmp5e", "wb").write(b"\x00" * 10)
+        raise tf.errors.ResourceExhaustedError(None, None, new + ": No space left on device")
+
+
+@pytest.mark.parametrize("leave", ["partial data", "state names a broken checkpoint",
+                                   "whole checkpoint, no meta graph"])
+def test_failed_save_keeps_the_last_good_checkpoint_and_removes_the_rest(
+        tmp_path, monkeypatch, leave):
+    ckpt = str(tmp_path / "ckpt")
+    real_saver = tf.compat.v1.train.Saver
+    monkeypatch.setattr(tf.compat.v1.train, "Saver",
+                        lambda **kw: _FailingSaver(real_saver(**kw), 16, leave))
+    with pytest.raises(TrainingOutputError) as e:
+        recipes.train_bnn("overrides", checkpoint_dir=ckpt, checkpoint_every=8,
+                          hidden=(16,), epochs=1)
+    monkeypatch.undo()
+    msg = str(e.value)
+    assert msg.startswith("cannot write checkpoint %s/bnn-16: " % ckpt), msg
+    assert "No space left on device" in msg and "rerun with the same --checkpoint-dir" in msg
+    assert isinstance(e.value, OSError)
+    files = sorted(os.listdir(ckpt))
+    if leave == "whole checkpoint, no meta graph":
+        assert "written whole before the failure and is kept" in msg
+        assert tf.train.latest_checkpoint(ckpt).endswith("bnn-16")
+        assert files == ["bnn-16.data-00000-of-00001", "bnn-16.index",
+                         "bnn-8.data-00000-of-00001", "bnn-8.index", "bnn-8.meta",
+                         "checkpoint"]
+    else:
+        assert "The last good checkpoint is %s/bnn-8." % ckpt in msg
+        assert tf.train.latest_checkpoint(ckpt).endswith("bnn-8")
+        assert files == ["bnn-8.data-00000-of-00001", "bnn-8.index", "bnn-8.meta",
+                         "checkpoint"]
+    # The checkpoint left behind restores and training goes on from it.
+    resumed = recipes.train_bnn("overrides", checkpoint_dir=ckpt, hidden=(16,),
+                                epochs=1)
+    assert resumed.start_step == (16 if "whole" in leave else 8)
+    assert resumed.global_step == 21
+
+
+def test_summary_write_failure_is_a_clear_error(tmp_path, monkeypatch):
+    logdir = str(tmp_path / "logs")
+    real = tf.io.TFRecordWriter
+
+    class Full:
+        def __init__(self, path):
+            self.writer, self.records = real(path), 0
+
+        def write(self, record):
+            self.records += 1
+            if self.records > 4:
+                raise IndexError("%s; File too large" % logdir)
+            self.writer.write(record)
+
+        def flush(self):
+            self.writer.flush()
+
+        def close(self):
+            self.writer.close()
+
+    monkeypatch.setattr(tf.io, "TFRecordWriter", Full)
+    with pytest.raises(TrainingOutputError) as e:
+        recipes.train_bnn("overrides", logdir=logdir, hidden=(8,), epochs=1)
+    assert str(e.value).startswith("cannot write TensorBoard summaries to %s/events."
+                                   % logdir)
+    assert "File too large" in str(e.value) and "another --logdir" in str(e.value)
+
+
 # ---------------------------------------------------------------- summaries
 
 def test_tensorboard_summaries_hold_loss_and_accuracy(tmp_path):
@@ -328,6 +557,35 @@ def test_tensorboard_summaries_hold_loss_and_accuracy(tmp_path):
     assert tags["train/loss"] == [1, 11, 21]
     assert tags["eval/test_accuracy"] == [21]
     assert "eval/train_accuracy" in tags
+
+
+def test_log_every_logs_every_nth_epoch_and_the_last(tmp_path):
+    messages = []
+    result = recipes.train_bnn("overrides", hidden=(8,), epochs=7, log_every=3,
+                               log=messages.append)
+    logged = [int(m.split(",")[0].split()[1]) for m in messages if m.startswith("epoch ")]
+    assert logged == [3, 6, 7]
+    assert [e for e, _, _ in result.evaluations] == [1, 2, 3, 4, 5, 6, 7]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="log_every"):
+            recipes.train_bnn("overrides", hidden=(8,), epochs=1, log_every=bad)
+
+
+def test_probes_are_fetched_only_with_the_last_step():
+    counted = []
+
+    def build():
+        m = models.build_bnn("overrides", hidden=(8,))
+        count = tf.compat.v1.py_func(lambda: np.float32(len(counted.append(1) or counted)),
+                                     [], tf.float32, stateful=True)
+        return m._replace(probes=dict(m.probes, count=count))
+
+    split = data.digits_splits()
+    result = loop.train(build, recipes._classifier_feeds(  # pylint: disable=protected-access
+        split.x_train, split.y_train, 64, 0), lambda m: {}, epochs=2)
+    assert result.global_step == 42
+    assert len(counted) == 1 and result.probes["count"] == 1.0
+    assert result.probes["ste_grad_norm"] > 0.0
 
 
 def test_negative_epochs_are_refused():
@@ -348,7 +606,8 @@ def test_dann_beats_source_only_on_the_target_over_three_seeds():
 
 # ---------------------------------------------------------------- docstrings
 
-@pytest.mark.parametrize("module", ["data", "models", "loop", "cluster", "recipes"])
+@pytest.mark.parametrize("module", ["data", "models", "loop", "cluster", "recipes",
+                                    "storage"])
 def test_docstring_examples_run(module):
     import doctest  # pylint: disable=import-outside-toplevel
     import importlib  # pylint: disable=import-outside-toplevel

@@ -191,3 +191,28 @@ def test_worker_whose_chief_never_initializes_fails_in_bounded_time():
             s.communicate()
     assert proc.returncode == 1, proc.stderr
     assert "worker waited 3 s for the chief (worker task 0) to initialize" in proc.stderr
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM"])
+def test_parameter_server_stops_on_ctrl_c_and_sigterm_and_exits_0(how):
+    # Server.join() blocks in native code where Python never sees SIGINT;
+    # the ps must stop at once and exit 0 (a hang fails at the timeout).
+    import signal  # pylint: disable=import-outside-toplevel
+    ps_port, worker_port = cluster.free_loopback_ports(2)
+    spec = "ps=127.0.0.1:%d;worker=127.0.0.1:%d" % (ps_port, worker_port)
+    ps = subprocess.Popen([sys.executable, TRAIN_BNN, "--cluster", spec, "--job-name", "ps"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=ENV)
+    try:
+        line = ps.stdout.readline()
+        assert line.startswith("parameter server 0 serving on 127.0.0.1:%d" % ps_port), line
+        cluster.wait_for_tasks(["127.0.0.1:%d" % ps_port], timeout=30)
+        ps.send_signal(getattr(signal, how))
+        out, err = ps.communicate(timeout=20)
+    finally:
+        if ps.poll() is None:
+            ps.kill()
+            ps.communicate()
+    assert ps.returncode == 0, err[-2000:]
+    assert out == "parameter server 0 stopped\n"
+    assert "Traceback" not in err

@@ -7,6 +7,7 @@ imported once); the kill test runs the script as a real subprocess.
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -137,6 +138,122 @@ def test_killed_run_resumes_from_its_last_checkpoint(scripts, capsys, tmp_path):
     total = 21 * epochs
     assert "ran %d steps (global step %d -> %d)" % (total - saved, saved, total) in out
     assert out.strip().splitlines()[-1].startswith("test accuracy: ")
+
+
+# ---------------------------------------------------------------- faults
+
+def test_log_every_prints_every_nth_epoch_and_the_last(scripts, capsys):
+    code, out, _ = _run(scripts, "train_bnn", ["--epochs", "3", "--hidden", "8",
+                                               "--log-every", "2"], capsys)
+    assert code == 0
+    assert re.findall(r"^epoch (\d+), step", out, re.M) == ["2", "3"]
+    code, _, err = _run(scripts, "train_bnn", ["--log-every", "0"], capsys)
+    assert code == 2 and "--log-every must be 1 or more, got 0" in err
+
+
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory):
+    """A checkpoint directory of scripts/train_bnn.py --hidden 16 --epochs 1."""
+    ckpt = str(tmp_path_factory.mktemp("one_epoch") / "ckpt")
+    scripts = {"train_bnn": _load("train_bnn")}
+    assert scripts["train_bnn"].main(["--epochs", "1", "--hidden", "16", "--no-progress",
+                                      "--checkpoint-dir", ckpt]) == 0
+    return ckpt
+
+
+def _copy(ckpt, target):
+    shutil.copytree(ckpt, target)
+    with open(os.path.join(target, "checkpoint"), "w") as f:  # relative names
+        f.write('model_checkpoint_path: "bnn-21"\nall_model_checkpoint_paths: "bnn-21"\n')
+    return target
+
+
+def _files(folder):
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "deleted"])
+def test_damaged_checkpoint_data_exits_2_naming_the_file(scripts, capsys, tmp_path,
+                                                        one_epoch, how):
+    ckpt = _copy(one_epoch, str(tmp_path / "ckpt"))
+    data_file = os.path.join(ckpt, "bnn-21.data-00000-of-00001")
+    if how == "deleted":
+        os.unlink(data_file)
+    else:
+        with open(data_file, "r+b") as f:
+            f.truncate(0 if how == "empty" else os.path.getsize(data_file) // 2)
+    before = _files(ckpt)
+    code, out, err = _run(scripts, "train_bnn", ["--epochs", "2", "--hidden", "16",
+                                                 "--checkpoint-dir", ckpt], capsys)
+    assert code == 2
+    assert err.startswith("train_bnn.py: error: checkpoint directory %s: checkpoint "
+                          "%s/bnn-21 is damaged: " % (ckpt, ckpt)), err
+    assert data_file in err and "Traceback" not in err
+    assert "epoch 2," not in out and _files(ckpt) == before
+
+
+def _limited(argv, fsize):
+    """Runs a script with files limited to `fsize` bytes, as on a full disk."""
+    code = ("import os, resource, signal, sys\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (%d, %d))\n"
+            "os.execv(sys.executable, [sys.executable] + sys.argv[1:])\n" % (fsize, fsize))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONDONTWRITEBYTECODE="1")
+    return subprocess.run([sys.executable, "-c", code] + argv, capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+@pytest.mark.slow
+def test_full_disk_during_training_exits_2_and_keeps_the_last_checkpoint(
+        scripts, capsys, tmp_path, one_epoch):
+    ckpt = _copy(one_epoch, str(tmp_path / "ckpt"))
+    before = _files(ckpt)
+    # The checkpoint of step 42 (its data file is 15 kB) cannot be written.
+    proc = _limited([os.path.join(SCRIPTS, "train_bnn.py"), "--epochs", "2", "--hidden",
+                     "16", "--no-progress", "--checkpoint-dir", ckpt], 4096)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert ("train_bnn.py: error: cannot write checkpoint %s/bnn-42: " % ckpt
+            in proc.stderr)
+    assert "The last good checkpoint is %s/bnn-21." % ckpt in proc.stderr
+    assert _files(ckpt) == before  # nothing half-written is left
+    # ... and it restores: the rerun goes on from step 21.
+    code, out, _ = _run(scripts, "train_bnn", ["--epochs", "2", "--hidden", "16",
+                                               "--checkpoint-dir", ckpt], capsys)
+    assert code == 0 and re.search(r"^resumed from .*bnn-21 at step 21$", out, re.M)
+    assert "ran 21 steps (global step 21 -> 42)" in out
+
+
+@pytest.mark.slow
+def test_full_disk_under_the_logdir_exits_2_before_training(tmp_path):
+    logdir = str(tmp_path / "logs")
+    proc = _limited([os.path.join(SCRIPTS, "train_bnn.py"), "--epochs", "1", "--hidden",
+                     "8", "--no-progress", "--logdir", logdir], 4096)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert re.search(r"^train_bnn.py: error: cannot write TensorBoard summaries to "
+                     r"%s/events\.out\.tfevents\.\S+: .*File too large"
+                     % re.escape(logdir), proc.stderr, re.M), proc.stderr[-3000:]
+    assert "epoch 1" not in proc.stdout
+
+
+def test_read_only_checkpoint_dir_exits_2_before_training(scripts, capsys, tmp_path,
+                                                          load_script, one_epoch):
+    ckpt = _copy(one_epoch, str(tmp_path / "ckpt"))
+    before = _files(ckpt)
+    with load_script("fault_injection").read_only(ckpt) as how:
+        if how is None:
+            pytest.skip("no way to make a folder read-only here (not root, no chattr)")
+        code, out, err = _run(scripts, "train_bnn", ["--epochs", "2", "--hidden", "16",
+                                                     "--checkpoint-dir", ckpt], capsys)
+    assert code == 2
+    assert err.startswith("train_bnn.py: error: checkpoint directory %s cannot be "
+                          "written: " % ckpt), err
+    assert "epoch 2," not in out and _files(ckpt) == before
 
 
 # ---------------------------------------------------------------- graph-override demo

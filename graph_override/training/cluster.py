@@ -20,8 +20,10 @@ loopback ports, one subprocess per task, for trying it on one machine.
 import collections
 import json
 import os
+import signal
 import socket
 import subprocess
+import threading
 import time
 
 import tensorflow as tf
@@ -209,12 +211,39 @@ def start_worker(task):
     return server
 
 
-def run_parameter_server(task):
-    """Serves variables for the workers; blocks until the process is killed."""
+def run_parameter_server(task, on_ready=None):
+    """Serves variables for the workers until SIGINT (Ctrl-C) or SIGTERM.
+
+    TensorFlow's ``Server.join()`` blocks in native code, where Python never
+    sees a signal, so the server runs in its own threads while this one
+    waits on an event that the signal handlers set. Returns once a signal
+    came (the previous handlers are back in place); TensorFlow cannot stop a
+    server, so the caller should then end the process (the scripts exit 0).
+
+    Args:
+      task: a ps `ClusterTask`.
+      on_ready: called once the server is up and the signals are handled.
+    """
     if task.job_name != "ps":
         raise ClusterSpecError("run_parameter_server needs a ps task, got job %r"
                                % (task.job_name,))
-    _server(task).join()
+    stop = threading.Event()
+    handlers = {}
+    try:
+        try:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                handlers[sig] = signal.signal(sig, lambda *_: stop.set())
+        except ValueError:  # not the main thread: signals cannot reach us
+            _server(task).join()
+        server = _server(task)
+        if on_ready is not None:
+            on_ready()
+        while not stop.wait(0.1):
+            pass
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return server
 
 
 def device_setter(task):
@@ -260,7 +289,9 @@ def launch_local_cluster(command, num_ps=1, num_workers=2, timeout=300.0, env=No
 
     Each task runs ``command + ["--cluster", SPEC, "--job-name", JOB,
     "--task-index", I]``. Waits for the workers, then stops the parameter
-    servers (they serve forever) and returns the workers' outputs.
+    servers (SIGTERM; SIGKILL if one still runs 5 s later) and returns the
+    workers' outputs. On Ctrl-C every task gets the same SIGINT from the
+    terminal; the KeyboardInterrupt raised here stops the tasks likewise.
 
     Args:
       command: argv list, e.g. [sys.executable, "scripts/train_bnn.py", ...].
@@ -300,6 +331,11 @@ def launch_local_cluster(command, num_ps=1, num_workers=2, timeout=300.0, env=No
     finally:
         for _, _, p in procs:
             if p.poll() is None:
+                p.terminate()
+        for _, _, p in procs:
+            try:
+                p.communicate(timeout=5)
+            except subprocess.TimeoutExpired:
                 p.kill()
                 p.communicate()
 

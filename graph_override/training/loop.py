@@ -12,14 +12,15 @@ a resumed run continues exactly where the interrupted one stopped.
 """
 
 import collections
-import os
 import sys
 import time
 
 import tensorflow as tf
 
 from graph_override.training import cluster as cluster_lib
-from graph_override.training.errors import CheckpointMismatchError
+from graph_override.training import storage
+from graph_override.training.errors import TrainingOutputError
+from graph_override.training.storage import check_checkpoint
 
 __all__ = ["TrainResult", "check_checkpoint", "session_config", "train"]
 
@@ -38,7 +39,9 @@ Attributes:
     ended in this process, the last after training.
   start_step: the global step the run started from (> 0 after a resume).
   global_step: the global step at the end.
-  probes: the model's probes (e.g. ste_grad_norm) at the last step run.
+  probes: the model's probes (e.g. ste_grad_norm) computed with the last
+    step run (in a cluster whose other workers ended the run: on this
+    worker's last batch, after its last step).
   checkpoint: path of the last checkpoint written, or None.
   seconds: wall time of the training steps and evaluations.
 """
@@ -53,44 +56,6 @@ def session_config(deterministic=True, operation_timeout_ms=None, device_filters
         config.operation_timeout_in_ms = int(operation_timeout_ms)
     config.device_filters.extend(device_filters)
     return config
-
-
-def check_checkpoint(path, var_list, directory=None):
-    """Raises CheckpointMismatchError unless `path` fits `var_list`.
-
-    Every variable the saver would restore must be in the checkpoint with
-    the same shape; TensorFlow would otherwise fail with a bare NotFoundError
-    (or a shape error) deep inside Saver.restore.
-
-    Args:
-      path: a checkpoint prefix, e.g. from tf.train.latest_checkpoint.
-      var_list: the variables of the model about to be restored.
-      directory: the directory to name in the message (default: path's).
-    """
-    directory = directory or os.path.dirname(path)
-    try:
-        stored = dict(tf.train.list_variables(path))
-    except (tf.errors.OpError, ValueError) as e:
-        raise CheckpointMismatchError(
-            "checkpoint directory %s: cannot read checkpoint %s (%s). Use an "
-            "empty --checkpoint-dir or delete the broken checkpoint."
-            % (directory, path, str(e).splitlines()[0])) from e
-    problems = []
-    for v in var_list:
-        name, shape = v.op.name, v.shape.as_list()
-        if name not in stored:
-            problems.append("%s %s is missing" % (name, shape))
-        elif list(stored[name]) != shape:
-            problems.append("%s has shape %s in the checkpoint, the model needs %s"
-                            % (name, list(stored[name]), shape))
-    if problems:
-        found = sorted(n for n in stored if n != "global_step")[:3]
-        raise CheckpointMismatchError(
-            "checkpoint directory %s holds a different model: %d of the %d "
-            "variables do not fit (%s%s). It holds e.g. %s. Resume only with "
-            "the same script and model flags, or pass a new --checkpoint-dir."
-            % (directory, len(problems), len(var_list), "; ".join(problems[:3]),
-               "; ..." if len(problems) > 3 else "", ", ".join(found) or "nothing"))
 
 
 def _progress(total, initial, enabled):
@@ -131,7 +96,7 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
           checkpoint_dir=None, checkpoint_every=None, checkpoint_secs=30.0,
           cluster=None,
           progress=False, deterministic=True, operation_timeout_ms=None,
-          on_step=None, log=None):
+          on_step=None, log=None, log_every=1):
     """Trains a model in a Session; resumes from `checkpoint_dir` if it can.
 
     Example:
@@ -170,13 +135,21 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         task's timeout when this is None).
       on_step: ``on_step(global_step, loss)`` after every step; raising
         KeyboardInterrupt there interrupts the run (a checkpoint is saved).
-      log: ``log(message)`` for resume and checkpoint messages, or None.
+      log: ``log(message)`` for epoch, resume and checkpoint messages, or
+        None.
+      log_every: log the evaluation of every this many epochs (and of the
+        last one); the evaluations are all in the result.
 
     Returns:
       A `TrainResult`.
 
     Raises:
       CheckpointMismatchError: checkpoint_dir holds another model.
+      CheckpointDamagedError: its latest checkpoint cannot be read (a
+        truncated, empty or missing .index or .data file).
+      TrainingOutputError: checkpoint_dir or logdir cannot be written
+        (checked before training), or a write failed during training; the
+        last good checkpoint stays restorable.
       ClusterUnreachableError: the cluster's tasks did not answer in time,
         or a task stopped answering during training. In the latter case the
         error's `session` attribute holds the open Session: closing it would
@@ -185,9 +158,17 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
     """
     if epochs < 0:
         raise ValueError("train(epochs=%r): use 0 or more epochs" % (epochs,))
+    if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
+        raise ValueError("train(log_every=%r): use a whole number of epochs >= 1"
+                         % (log_every,))
     log = log or (lambda message: None)
     graph = tf.Graph()
     master, device_fn, is_chief, filters = "", None, True, ()
+    if cluster is None or cluster.is_chief:  # the chief writes; fail before training
+        for folder, what in ((checkpoint_dir, "checkpoint directory"),
+                             (logdir, "log directory")):
+            if folder:
+                storage.check_writable(folder, what)
     if cluster is not None:
         server = cluster_lib.start_worker(cluster)
         master, device_fn = server.target, cluster_lib.device_setter(cluster)
@@ -199,8 +180,10 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         tf.compat.v1.set_random_seed(seed)
         with tf.compat.v1.device(device_fn):
             model = build()
-        saver = tf.compat.v1.train.Saver(max_to_keep=3)
-        path = (tf.train.latest_checkpoint(checkpoint_dir)
+        # Relative names in the state file: a moved or copied checkpoint
+        # directory resumes from its own files, not from the original's.
+        saver = tf.compat.v1.train.Saver(max_to_keep=3, save_relative_paths=True)
+        path = (storage.latest_checkpoint(checkpoint_dir)
                 if checkpoint_dir and is_chief else None)
         if path:  # before TensorFlow's own, obscure, restore errors
             check_checkpoint(path, tf.compat.v1.global_variables(), checkpoint_dir)
@@ -215,17 +198,24 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         wait = cluster.timeout if cluster is not None else 0
         sess = _restore_or_init(sess_manager, master, saver, path, is_chief,
                                 config, wait)
-        writer = (tf.compat.v1.summary.FileWriter(logdir, graph)
-                  if logdir and is_chief else None)
-        start = int(sess.run(model.global_step))
-        if path:
-            log("resumed from %s at step %d" % (path, start))
+        writer = None
         try:
+            writer = (storage.SummaryWriter(logdir, graph)
+                      if logdir and is_chief else None)
+            start = int(sess.run(model.global_step))
+            if path:
+                log("resumed from %s at step %d" % (path, start))
             result = _run_epochs(sess, model, saver, writer, summary_op, train_feeds,
                                  eval_sets, steps_per_epoch, total, start,
-                                 checkpoint_dir if is_chief else None,
-                                 (checkpoint_every, checkpoint_secs), progress,
-                                 on_step, log, operation_timeout_ms)
+                                 dict(checkpoint_dir=checkpoint_dir if is_chief else None,
+                                      checkpoint_every=checkpoint_every,
+                                      checkpoint_secs=checkpoint_secs,
+                                      restored=start if path else None,
+                                      progress=progress, on_step=on_step, log=log,
+                                      log_every=log_every,
+                                      run_timeout_ms=operation_timeout_ms))
+            if writer is not None:
+                writer.close()
         except _LOST_CLUSTER as e:
             if cluster is None:
                 raise
@@ -240,35 +230,37 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
             # the error: keep it referenced, or end the process.
             lost.session, sess = sess, None
             raise lost from None
-        finally:  # also on Ctrl-C: flush the summaries, release the session
-            if writer is not None:
-                writer.close()
+        finally:  # also on Ctrl-C: release the session
             if sess is not None:
                 sess.close()
+            if writer is not None:
+                try:
+                    writer.close()  # a no-op after a successful run
+                except TrainingOutputError:
+                    pass  # another error is on its way already
     return result
 
 
 def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
-                steps_per_epoch, total, start, checkpoint_dir, checkpoint_when,
-                progress, on_step, log, run_timeout_ms):
+                steps_per_epoch, total, start, opts):
     losses, evaluations, probes, last_ckpt = [], [], {}, [None]
-    bar = _progress(total, min(start, total), progress)
+    bar = _progress(total, min(start, total), opts["progress"])
     with tf.control_dependencies([model.train_op]):
         step_after = tf.identity(model.global_step)  # read after the update
-    fetch = {"loss": model.loss, "step": step_after, "probes": model.probes}
-
-    checkpoint_every, checkpoint_secs = checkpoint_when
+    fetch = {"loss": model.loss, "step": step_after}
+    checkpoint_dir, log, on_step = opts["checkpoint_dir"], opts["log"], opts["on_step"]
+    checkpoint_every = opts["checkpoint_every"]
     # A per-step deadline: the Session-wide operation timeout does not cover
     # a remote task that died mid-run.
-    run_options = tf.compat.v1.RunOptions(timeout_in_ms=run_timeout_ms or 0)
-    saved = {"step": None, "time": time.time()}
+    run_options = tf.compat.v1.RunOptions(timeout_in_ms=opts["run_timeout_ms"] or 0)
+    # The restored checkpoint is the save of its step: never written again.
+    saved = {"step": opts["restored"], "time": time.time()}
 
     def save(step):
         if checkpoint_dir and saved["step"] != step:
             saved.update(step=step, time=time.time())
-            os.makedirs(checkpoint_dir, exist_ok=True)
-            last_ckpt[0] = saver.save(sess, os.path.join(checkpoint_dir, model.name),
-                                      global_step=step)
+            last_ckpt[0] = storage.save_checkpoint(saver, sess, checkpoint_dir,
+                                                   model.name, step)
             say("checkpoint saved at step %d: %s" % (step, last_ckpt[0]))
 
     def say(message):
@@ -282,9 +274,10 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
         accs = {name: float(sess.run(model.accuracy, feed, options=run_options))
                 for name, feed in eval_sets(model).items()}
         evaluations.append((epoch, step, accs))
-        say("epoch %d, step %d: loss %s, %s" % (
-            epoch, step, "%.4f" % losses[-1][1] if losses else "-",
-            ", ".join("%s accuracy %.4f" % kv for kv in sorted(accs.items()))))
+        if epoch % opts["log_every"] == 0 or step >= total:
+            say("epoch %d, step %d: loss %s, %s" % (
+                epoch, step, "%.4f" % losses[-1][1] if losses else "-",
+                ", ".join("%s accuracy %.4f" % kv for kv in sorted(accs.items()))))
         if writer is not None:
             writer.add_summary(_scalar_summary(
                 {"eval/%s_accuracy" % k: v for k, v in accs.items()}), step)
@@ -299,12 +292,18 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
             for feed in feeds[step % steps_per_epoch:]:
                 feed = dict(feed)
                 feed[model.training] = True
-                with_summary = writer is not None and step % 10 == 0
-                out = sess.run(dict(fetch, summary=summary_op) if with_summary
-                               else fetch, feed, options=run_options)
-                step, probes = int(out["step"]), out["probes"]
+                run = dict(fetch)
+                if writer is not None and step % 10 == 0:
+                    run["summary"] = summary_op
+                if step + 1 >= total:
+                    # Only the last step's probes are kept, and they may cost
+                    # a backward pass of their own (DANN): fetched only here.
+                    run["probes"] = model.probes
+                out = sess.run(run, feed, options=run_options)
+                step, last_feed = int(out["step"]), feed
+                probes = out.get("probes", probes)
                 losses.append((step, float(out["loss"])))
-                if with_summary:
+                if "summary" in out:
                     writer.add_summary(out["summary"], step)
                 if bar is not None:
                     bar.update(step - bar.n)
@@ -320,7 +319,7 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
                 if bar is not None:
                     bar.set_postfix(epoch=epoch + 1, **{k: "%.3f" % v for k, v in accs.items()})
                 if (step >= total
-                        or time.time() - saved["time"] >= checkpoint_secs):
+                        or time.time() - saved["time"] >= opts["checkpoint_secs"]):
                     save(step)
     except KeyboardInterrupt:
         save(step)
@@ -328,6 +327,8 @@ def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
     finally:
         if bar is not None:
             bar.close()
+    if losses and not probes:  # other workers took the global step past the end
+        probes = sess.run(model.probes, last_feed, options=run_options)
     if not evaluations:  # nothing left to train: report the restored model
         evaluate(step // max(steps_per_epoch, 1), step)
     return TrainResult(losses, evaluations, start, step,

@@ -142,6 +142,40 @@ def _grad_norm(grads, name):
     return tf.constant(0.0) if g is None else tf.norm(g)
 
 
+def _quantized_mlp(name, *, preprocess, quantize_weight, activation, clip_latent,
+                   hidden, learning_rate, decay_steps, seed):
+    """The network of BNN and DoReFa: quantized dense layers, each followed by
+    batch normalization, quantized hidden activations, Adam with a halving
+    learning rate, and optionally latent weights clipped to [-1, 1].
+
+    Args:
+      name: the variable scope and the `Model`'s name.
+      preprocess: ``preprocess(x)``, the input of the first layer.
+      quantize_weight: ``quantize_weight(w, i)``, the weights layer i uses.
+      activation: ``activation(h, i)``, the quantized hidden activation i.
+      clip_latent: clip the latent weights after every step.
+      hidden, learning_rate, decay_steps, seed: as in `build_bnn`.
+    """
+    with tf.compat.v1.variable_scope(name):
+        b = _Builder(seed)
+        x = tf.compat.v1.placeholder(tf.float32, [None, N_FEATURES], "x")
+        y = tf.compat.v1.placeholder(tf.int64, [None], "y")
+        h, latent = preprocess(x), []
+        widths = (N_FEATURES,) + tuple(hidden) + (N_CLASSES,)
+        for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:])):
+            w = b.weight("dense%d/kernel" % i, [n_in, n_out])
+            latent.append(w)
+            h = b.batch_norm(tf.matmul(h, quantize_weight(w, i)), "bn%d" % i)
+            if i < len(widths) - 2:
+                h = activation(h, i)
+        loss, acc = _classification(h, y)
+        gs = _global_step()
+        lr = tf.compat.v1.train.exponential_decay(learning_rate, gs, decay_steps, 0.5)
+        op, grads = b.train_op(loss, lr, gs, clip=latent if clip_latent else ())
+    return Model(name, {"x": x, "y": y}, b.training, loss, acc, op, gs,
+                 {"ste_grad_norm": _grad_norm(grads, latent[0].op.name)}, {})
+
+
 def build_bnn(family, *, hidden=(256, 256), learning_rate=0.005,
               decay_steps=200, seed=0):
     """A binarized network (BinaryNet recipe) on 8x8 digits.
@@ -171,25 +205,12 @@ def build_bnn(family, *, hidden=(256, 256), learning_rate=0.005,
       first layer's latent weights.
     """
     fam = resolve_family(family)
-    with tf.compat.v1.variable_scope("bnn"):
-        b = _Builder(seed)
-        x = tf.compat.v1.placeholder(tf.float32, [None, N_FEATURES], "x")
-        y = tf.compat.v1.placeholder(tf.int64, [None], "y")
-        h, latent = 2.0 * x - 1.0, []
-        widths = (N_FEATURES,) + tuple(hidden) + (N_CLASSES,)
-        for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:])):
-            w = b.weight("dense%d/kernel" % i, [n_in, n_out])
-            latent.append(w)
-            h = tf.matmul(h, fam.ste_sign(w, name="binary_kernel%d" % i))
-            h = b.batch_norm(h, "bn%d" % i)
-            if i < len(widths) - 2:
-                h = fam.ste_sign(h, name="binary_activation%d" % i)
-        loss, acc = _classification(h, y)
-        gs = _global_step()
-        lr = tf.compat.v1.train.exponential_decay(learning_rate, gs, decay_steps, 0.5)
-        op, grads = b.train_op(loss, lr, gs, clip=latent)
-    return Model("bnn", {"x": x, "y": y}, b.training, loss, acc, op, gs,
-                 {"ste_grad_norm": _grad_norm(grads, latent[0].op.name)}, {})
+    return _quantized_mlp(
+        "bnn", preprocess=lambda x: 2.0 * x - 1.0,
+        quantize_weight=lambda w, i: fam.ste_sign(w, name="binary_kernel%d" % i),
+        activation=lambda h, i: fam.ste_sign(h, name="binary_activation%d" % i),
+        clip_latent=True, hidden=hidden, learning_rate=learning_rate,
+        decay_steps=decay_steps, seed=seed)
 
 
 def build_dorefa(family, *, weight_bits=1, activation_bits=2, hidden=(256, 256),
@@ -214,31 +235,20 @@ def build_dorefa(family, *, weight_bits=1, activation_bits=2, hidden=(256, 256),
         if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or bits < 1:
             raise ValueError("build_dorefa(%s=%r): use a whole number of bits >= 1"
                              % (what, bits))
-    with tf.compat.v1.variable_scope("dorefa"):
-        b = _Builder(seed)
-        x = tf.compat.v1.placeholder(tf.float32, [None, N_FEATURES], "x")
-        y = tf.compat.v1.placeholder(tf.int64, [None], "y")
-        h, latent = x, []
-        widths = (N_FEATURES,) + tuple(hidden) + (N_CLASSES,)
-        for i, (n_in, n_out) in enumerate(zip(widths[:-1], widths[1:])):
-            w = b.weight("dense%d/kernel" % i, [n_in, n_out])
-            latent.append(w)
-            if weight_bits == 1:
-                wq = fam.ste_sign(w) * tf.stop_gradient(tf.reduce_mean(tf.abs(w)))
-            else:
-                t = tf.tanh(w)
-                t = t / (2.0 * tf.stop_gradient(tf.reduce_max(tf.abs(t)))) + 0.5
-                wq = 2.0 * fam.dorefa_quantize(t, k_bit=int(weight_bits)) - 1.0
-            h = b.batch_norm(tf.matmul(h, wq), "bn%d" % i)
-            if i < len(widths) - 2:
-                h = fam.dorefa_quantize(h, k_bit=int(activation_bits),
-                                        name="quantized_activation%d" % i)
-        loss, acc = _classification(h, y)
-        gs = _global_step()
-        lr = tf.compat.v1.train.exponential_decay(learning_rate, gs, decay_steps, 0.5)
-        op, grads = b.train_op(loss, lr, gs, clip=latent if weight_bits == 1 else ())
-    return Model("dorefa", {"x": x, "y": y}, b.training, loss, acc, op, gs,
-                 {"ste_grad_norm": _grad_norm(grads, latent[0].op.name)}, {})
+
+    def quantize_weight(w, _):
+        if weight_bits == 1:
+            return fam.ste_sign(w) * tf.stop_gradient(tf.reduce_mean(tf.abs(w)))
+        t = tf.tanh(w)
+        t = t / (2.0 * tf.stop_gradient(tf.reduce_max(tf.abs(t)))) + 0.5
+        return 2.0 * fam.dorefa_quantize(t, k_bit=int(weight_bits)) - 1.0
+
+    return _quantized_mlp(
+        "dorefa", preprocess=lambda x: x, quantize_weight=quantize_weight,
+        activation=lambda h, i: fam.dorefa_quantize(
+            h, k_bit=int(activation_bits), name="quantized_activation%d" % i),
+        clip_latent=weight_bits == 1, hidden=hidden, learning_rate=learning_rate,
+        decay_steps=decay_steps, seed=seed)
 
 
 def build_dann(family, *, domain_weight=1.0, reversal_scale=1.0, hidden=(128, 64),

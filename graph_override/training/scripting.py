@@ -3,8 +3,9 @@
 The scripts stay thin: they add their own flags, call `add_common_flags`,
 and hand `loop_arguments(args)` to a `recipes` function inside
 `run_main`, which turns the library's errors into messages and exit codes
-(0 done, 1 the cluster could not be reached, 2 bad usage or input) and
-serves forever when the task is a parameter server.
+(0 done, 1 the cluster could not be reached, 2 bad usage or input, or a
+folder that cannot be written) and serves, when the task is a parameter
+server, until Ctrl-C (SIGINT) or SIGTERM, then exits 0.
 """
 
 import argparse
@@ -15,14 +16,14 @@ from graph_override.training import cluster as cluster_lib
 from graph_override.training import models
 from graph_override.training.errors import ClusterUnreachableError
 
-__all__ = ["add_common_flags", "epoch_log", "loop_arguments", "new_parser",
-           "run_main"]
+__all__ = ["add_common_flags", "loop_arguments", "new_parser", "run_main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-def add_common_flags(parser, epochs):
-    """Adds --family, --epochs, --seed, --logdir, --checkpoint-dir, cluster flags."""
+def add_common_flags(parser, epochs, log_every=1):
+    """Adds --family, --epochs, --log-every, --seed, --logdir,
+    --checkpoint-dir and the cluster flags."""
     parser.add_argument("--family", choices=models.FAMILIES, default="overrides",
                         help="how the estimators get their gradient: overrides "
                              "(gradient_override_map), stopgrad (stop_gradient "
@@ -30,6 +31,9 @@ def add_common_flags(parser, epochs):
                              "overrides")
     parser.add_argument("--epochs", type=int, default=epochs,
                         help="training epochs (default %d)" % epochs)
+    parser.add_argument("--log-every", type=int, default=log_every, metavar="EPOCHS",
+                        help="print the evaluation of every EPOCHS-th epoch and "
+                             "of the last (default %d)" % log_every)
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--logdir", help="TensorBoard summaries go here")
     parser.add_argument("--checkpoint-dir",
@@ -63,20 +67,11 @@ def loop_arguments(args):
                                               args.task_index, args.cluster_timeout)
     if args.epochs < 0:
         raise ValueError("--epochs must be 0 or more, got %d" % args.epochs)
+    if args.log_every < 1:
+        raise ValueError("--log-every must be 1 or more, got %d" % args.log_every)
     return dict(logdir=args.logdir, checkpoint_dir=args.checkpoint_dir,
                 checkpoint_every=args.checkpoint_every, cluster=task,
-                progress=not args.no_progress, log=print)
-
-
-def epoch_log(every, log=print):
-    """A log function that prints only every `every`-th epoch line."""
-    def filtered(message):
-        words = message.split("epoch ", 1)
-        if len(words) == 2 and words[1].split(",")[0].isdigit():
-            if int(words[1].split(",")[0]) % every:
-                return
-        log(message)
-    return filtered
+                progress=not args.no_progress, log=print, log_every=args.log_every)
 
 
 def run_main(parser, body, argv=None):
@@ -90,13 +85,14 @@ def run_main(parser, body, argv=None):
         loop_args = loop_arguments(args)
         task = loop_args["cluster"]
         if task is not None and task.job_name == "ps":
-            print("parameter server %d serving on %s (stop it with Ctrl-C or "
-                  "kill)" % (task.task_index, task.address), flush=True)
-            try:
-                cluster_lib.run_parameter_server(task)
-            except KeyboardInterrupt:
-                print("parameter server %d stopped" % task.task_index)
-            return EXIT_OK
+            cluster_lib.run_parameter_server(task, on_ready=lambda: print(
+                "parameter server %d serving on %s (stop it with Ctrl-C or "
+                "kill)" % (task.task_index, task.address), flush=True))
+            print("parameter server %d stopped" % task.task_index, flush=True)
+            # TensorFlow cannot stop its server, and tearing the runtime
+            # down around it takes seconds: end the process at once.
+            sys.stderr.flush()
+            os._exit(EXIT_OK)  # pylint: disable=protected-access
         if task is not None:
             print("worker %d of %d on %s%s" % (
                 task.task_index, len(task.spec["worker"]), task.address,

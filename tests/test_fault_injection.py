@@ -1,0 +1,121 @@
+"""Tests of scripts/fault_injection.py: its checks count what they should,
+and a quick subset of the faults runs against the real training script."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def faults(load_script):
+    return load_script("fault_injection")
+
+
+def _run(returncode=0, stdout="", stderr="", killed=False, timed_out=False, faults=None):
+    return faults.Run(returncode, stdout, stderr, killed, timed_out)
+
+
+def test_check_counts_tracebacks_wrong_exits_and_hangs(faults):
+    check = faults.Check("x")
+    check.result(_run(1, stderr="Traceback (most recent call last):\n  ...\nKeyError: 'a'\n",
+                      faults=faults), {2})
+    check.result(_run(2, stderr="prog: error: clear\n", faults=faults), {2})
+    check.result(_run(-9, timed_out=True, faults=faults), {2})
+    o = check.outcome()
+    assert (o.tracebacks, o.wrong_exits, o.losses) == (1, 2, 0)
+    assert o.exit == "hung" and "traceback: KeyError: 'a'" in o.notes
+    assert "exit 1, expected 2" in o.notes and "exit hung, expected 2" in o.notes
+    killed = faults.Check("k")
+    killed.result(_run(-9, killed=True, faults=faults))  # no contract for kill -9
+    assert killed.outcome().wrong_exits == 0 and killed.outcome().exit == "killed"
+
+
+def test_snapshot_finds_changed_deleted_and_left_over_files(faults, tmp_path):
+    (tmp_path / "input.pb").write_bytes(b"model")
+    (tmp_path / "keep.txt").write_bytes(b"same")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "gone").write_bytes(b"x")
+    before = faults.snapshot(str(tmp_path))
+    assert sorted(before) == ["input.pb", "keep.txt", os.path.join("sub", "gone")]
+    (tmp_path / "input.pb").write_bytes(b"modeL")
+    (tmp_path / "sub" / "gone").unlink()
+    (tmp_path / ".out.pb.abc.tmp").write_bytes(b"")
+    (tmp_path / "out.pb").write_bytes(b"result")
+    after = faults.snapshot(str(tmp_path))
+    check = faults.Check("files")
+    check.unchanged(before, after, "input")
+    check.no_leftovers(before, after, allowed={"out.pb"})
+    o = check.outcome()
+    assert o.losses == 3
+    assert o.notes == ["input input.pb was changed",
+                       "input %s was deleted" % os.path.join("sub", "gone"),
+                       "partial file left: .out.pb.abc.tmp"]
+
+
+@pytest.mark.parametrize("how, size", [("truncated", 5), ("empty", 0), ("deleted", None)])
+def test_damage(faults, tmp_path, how, size):
+    path = tmp_path / "f"
+    path.write_bytes(b"0123456789")
+    faults.damage(str(path), how)
+    assert (path.stat().st_size if path.exists() else None) == size
+    with pytest.raises(ValueError, match="truncated, empty or deleted"):
+        faults.damage(str(tmp_path / "g"), "burnt")
+
+
+def test_read_only_stops_writes_and_is_undone(faults, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with faults.read_only(str(folder)) as how:
+        if how is None:
+            pytest.skip("no way to make a folder read-only here")
+        with pytest.raises(OSError):
+            (folder / "new").write_bytes(b"x")
+    (folder / "new").write_bytes(b"x")  # writable again
+    assert how in ("chmod 0555", "chattr +i")
+
+
+def test_run_kills_on_its_trigger_and_sees_a_full_disk(faults, tmp_path):
+    r = faults.run([sys.executable, "-c", "import time; print('up', flush=True); "
+                    "time.sleep(60)"], str(tmp_path), kill_when=lambda s, out: "up" in out)
+    assert r.killed and r.returncode == -9 and r.stdout == "up\n"
+    r = faults.run([sys.executable, "-c", "with open('big', 'wb') as f:\n"
+                    "    f.write(b'x' * 5000)"], str(tmp_path), fsize=1000)
+    assert r.returncode == 1 and "File too large" in r.stderr and faults.has_traceback(r)
+    assert (tmp_path / "big").stat().st_size == 1000
+
+
+def test_summary_table_and_selection(faults):
+    outcomes = [faults.Outcome("a", 2, "2", 0, 0, 0, []),
+                faults.Outcome("b", 1, "2", 1, 1, 1, ["traceback: X"])]
+    assert faults.summary_line(outcomes) == (
+        "faults: 2 cases, 1 losses, 1 tracebacks, 1 wrong exit codes")
+    assert faults.format_row(outcomes[1]).split()[:6] == ["b", "1", "2", "1", "1", "1"]
+    every = faults.cases()
+    names = [c.name for c in every]
+    assert len(names) == len(set(names)) >= 30
+    quick = faults.select(every, quick=True)
+    assert 0 < len(quick) < len(every)
+    assert [c.name for c in faults.select(every, patterns=["train-damaged-index"])] == [
+        "train-damaged-index-truncated", "train-damaged-index-empty",
+        "train-damaged-index-deleted"]
+
+
+@pytest.mark.slow
+def test_quick_training_faults_lose_nothing_and_exit_clearly(tmp_path):
+    # The script end to end, on faults of the training script.
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "scripts", "fault_injection.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, script, "-k", "train-damaged-data-truncated",
+         "-k", "train-read-only-log", "-k", "train-input-directory"],
+        capture_output=True, text=True, env=env, timeout=900)
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == "faults: 3 cases, 0 losses, 0 tracebacks, 0 wrong exit codes", (
+        proc.stdout + proc.stderr[-2000:])
+    assert proc.returncode == 0
+    rows = {l.split()[0]: l.split()[1:6] for l in lines[1:-1]}
+    assert rows["train-damaged-data-truncated"] == ["2", "2", "0", "0", "0"]
+    assert os.listdir(str(tmp_path)) == []  # its temporary folders are gone
