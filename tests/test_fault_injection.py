@@ -54,6 +54,36 @@ def test_snapshot_finds_changed_deleted_and_left_over_files(faults, tmp_path):
                        "partial file left: .out.pb.abc.tmp"]
 
 
+def _write_out(tmp_path):
+    """A command that writes out.pb the way every writer here does."""
+    return [sys.executable, "-c",
+            "from graph_override._atomic import atomic_write; atomic_write('out.pb', b'new')"]
+
+
+def test_a_temporary_left_by_kill_9_is_no_loss_if_the_next_run_removes_it(faults, tmp_path):
+    before = faults.snapshot(str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (tmp_path / (".out.pb.%s.abcd.tmp" % dead)).write_bytes(b"half")  # its writer died
+    check = faults.Check("k")
+    check.recovered_after_kill(str(tmp_path), before, _write_out(tmp_path), allowed={"out.pb"})
+    o = check.outcome()
+    assert o.losses == 0 and "the next run removed it" in " ".join(o.notes)
+    assert (tmp_path / "out.pb").read_bytes() == b"new"
+
+
+def test_a_temporary_the_next_run_keeps_is_a_loss(faults, tmp_path):
+    before = faults.snapshot(str(tmp_path))
+    (tmp_path / ".other.pb.1.abcd.tmp").write_bytes(b"half")  # not out.pb's
+    check = faults.Check("k")
+    check.recovered_after_kill(str(tmp_path), before, _write_out(tmp_path), allowed={"out.pb"})
+    assert check.outcome().losses == 1
+    (tmp_path / "stray.txt").write_bytes(b"x")  # not a temporary: no rerun helps
+    check = faults.Check("k")
+    check.recovered_after_kill(str(tmp_path), before, _write_out(tmp_path), allowed={"out.pb"})
+    assert check.outcome().losses == 2
+
+
 @pytest.mark.parametrize("how, size", [("truncated", 5), ("empty", 0), ("deleted", None)])
 def test_damage(faults, tmp_path, how, size):
     path = tmp_path / "f"
