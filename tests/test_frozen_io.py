@@ -375,14 +375,22 @@ def test_a_tf1_while_loop_is_not_a_cycle(tmp_path):
 
 
 def test_output_counts_that_cannot_be_computed_are_not_refused():
+    """An input index is only refused when the producer's output count is
+    known; validate raises GraphDefError otherwise (see the test below)."""
     unknown_op = _graph(_X, ("c", "SomeCustomOpNotRegisteredHere", ["x"]),
                         ("a", "Sign", ["c:5"]))
-    frozen.validate(unknown_op)
     no_attr = _graph(_X, _DIM, ("s", "Split", ["dim", "x"]), ("a", "Sign", ["s:7"]))
-    frozen.validate(no_attr)  # num_split missing: the count is unknown
+    # num_split missing: the count is unknown
     identity_n = _graph(_X, ("i", "IdentityN", ["x", "x"]), ("a", "Sign", ["i:1"]))
     del identity_n.node[1].attr["T"]
-    frozen.validate(identity_n)
+    refused = []
+    for name, graph in (("unknown op", unknown_op), ("Split without num_split", no_attr),
+                        ("IdentityN without T", identity_n)):
+        try:
+            frozen.validate(graph)
+        except GraphDefError as e:
+            refused.append((name, str(e)))
+    assert refused == []
 
 
 def test_output_counts_of_list_attrs_and_library_functions():
