@@ -3,6 +3,8 @@
 import os
 import sys
 
+from graph_override.commands._rules import add_model_and_rules, parse_rules
+
 HELP = "turn a frozen GraphDef into a TF2 SavedModel whose gradients work"
 DESCRIPTION = (
     "Reads a frozen GraphDef, applies the --map rules (the syntax of\n"
@@ -28,18 +30,13 @@ EPILOG = """examples:
 
 
 def configure(parser):
-    parser.add_argument("model", metavar="MODEL", help="GraphDef file (.pb or .pbtxt)")
+    add_model_and_rules(parser, rules_required=False)
     parser.add_argument("-o", "--output", metavar="DIR", required=True,
                         help="the SavedModel directory to write")
     parser.add_argument("--inputs", nargs="+", required=True, metavar="NAME:0",
                         help="tensors to feed, in signature order")
     parser.add_argument("--outputs", nargs="+", required=True, metavar="NAME:0",
                         help="tensors to return")
-    parser.add_argument("--map", dest="maps", action="append", default=[],
-                        metavar="SELECTOR=ACTION",
-                        help="a patch rule, e.g. Sign=ste_sign; repeat for more")
-    parser.add_argument("--select", metavar="REGEX",
-                        help="only nodes whose name matches REGEX (re.search), for every rule")
     parser.add_argument("--trainable", metavar="REGEX",
                         help="Const nodes whose name matches REGEX become trainable "
                              "variables (an integer N: those with at least N elements)")
@@ -64,7 +61,7 @@ def run(args):
                                        UnknownOpTypeError)
     from graph_override.frozen import function_save  # pylint: disable=import-outside-toplevel
     try:
-        rules = [frozen.parse_rule(m, name_regex=args.select) for m in args.maps]
+        rules = parse_rules(args)
     except (frozen.RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     out = os.path.abspath(args.output)

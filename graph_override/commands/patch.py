@@ -3,6 +3,8 @@
 import json
 import sys
 
+from graph_override.commands._rules import add_model_and_rules, parse_rules
+
 HELP = "set, replace or remove the gradients of nodes in a GraphDef"
 DESCRIPTION = (
     "Reads a frozen GraphDef, applies the --map rules to the nodes they select,\n"
@@ -45,14 +47,9 @@ EPILOG = """examples:
 
 
 def configure(parser):
-    parser.add_argument("model", metavar="MODEL", help="GraphDef file (.pb or .pbtxt)")
+    add_model_and_rules(parser, rules_required=True)
     parser.add_argument("-o", "--output", metavar="OUT",
                         help="output file (.pbtxt: text format); required unless --dry-run")
-    parser.add_argument("--map", dest="maps", action="append", default=[],
-                        metavar="SELECTOR=ACTION", required=True,
-                        help="a rule, e.g. Sign=ste_sign; repeat for more")
-    parser.add_argument("--select", metavar="REGEX",
-                        help="only nodes whose name matches REGEX (re.search)")
     parser.add_argument("--portable", action="store_true",
                         help="rewrite into stop_gradient subgraphs (no graph_override "
                              "needed to differentiate the result)")
@@ -79,7 +76,7 @@ def run(args):
     if not args.output and not args.dry_run:
         return _usage("-o OUT is required (or use --dry-run)")
     try:
-        rules = [frozen.parse_rule(m, name_regex=args.select) for m in args.maps]
+        rules = parse_rules(args)
     except (frozen.RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     graph_def = frozen.load(args.model)
