@@ -122,7 +122,7 @@ def normalize(estimator, params):
                                          out["threshold_value"], minimum=0.0) + 0.0
     if "ternary_weight_networks" in out:
         twn = out["ternary_weight_networks"]
-        # 0 and 1 are accepted too: a --map rule spells numbers, not bools.
+        # 0 and 1 are accepted too, as names and rules written with them were.
         if isinstance(twn, bool) or (isinstance(twn, numbers.Integral)
                                      and twn in (0, 1)):
             out["ternary_weight_networks"] = bool(twn)

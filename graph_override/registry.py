@@ -30,6 +30,7 @@ __all__ = [
     "estimator_suggestions",
     "is_resolvable",
     "parse_builtin_name",
+    "parse_value",
     "register_gradient",
     "registry_size",
     "resolve",
@@ -248,15 +249,23 @@ def builtin_name(estimator, params):
     return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, body)
 
 
-def _parse_value(text):
+_WORDS = {"None": None, "none": None, "True": True, "true": True,
+          "False": False, "false": False}
+
+
+def parse_value(text):
+    """A parameter value in a built-in name or a ``--map`` rule: None, True,
+    False (also lower case), an int or a float (``1e-05``, ``inf``); a
+    ValueError otherwise. `estimators.normalize` says if the estimator takes it."""
     text = text.strip()
-    if text == "None":
-        return None
-    if text in ("True", "False"):
-        return text == "True"
+    if text in _WORDS:
+        return _WORDS[text]
     if re.fullmatch(r"[+-]?\d+", text):
         return int(text)
-    return float(text)  # accepts 1.0, 1e-05, inf, -inf
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError("%r is not a number, True, False or None" % text) from None
 
 
 def parse_builtin_name(name):
@@ -272,7 +281,7 @@ def parse_builtin_name(name):
             if not sep or not key.strip().isidentifier():
                 return None
             try:
-                params[key.strip()] = _parse_value(value)
+                params[key.strip()] = parse_value(value)
             except ValueError:
                 return None
     return estimator, params

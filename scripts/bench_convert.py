@@ -170,7 +170,10 @@ def _plain_wrap(graph_def, inputs, outputs):
                          [g.as_graph_element(n) for n in outputs])
 
 
-def conversion_times(nodes, repeats):
+def mobilenet_v2():
+    """Keras MobileNetV2 (alpha 0.35, 32x32, random weights with seed 0)
+    frozen with convert_variables_to_constants_v2: (graph_def, inputs,
+    outputs). The to_function tests use it too (tests/frozen_tf2_models.py)."""
     from tensorflow.python.framework.convert_to_constants import (  # pylint: disable=import-outside-toplevel
         convert_variables_to_constants_v2)
     tf.keras.utils.set_random_seed(0)
@@ -178,8 +181,12 @@ def conversion_times(nodes, repeats):
                                               weights=None, classes=10)
     concrete = tf.function(lambda x: model(x, training=False)).get_concrete_function(
         tf.TensorSpec([None, 32, 32, 3], tf.float32, name="x"))
-    cfn = convert_variables_to_constants_v2(concrete)
-    mobilenet = (cfn.graph.as_graph_def(), ["x:0"], [cfn.outputs[0].name], {}, 1000)
+    frozen_fn = convert_variables_to_constants_v2(concrete)
+    return frozen_fn.graph.as_graph_def(), ["x:0"], [frozen_fn.outputs[0].name]
+
+
+def conversion_times(nodes, repeats):
+    mobilenet = mobilenet_v2() + ({}, 1000)
     big = _script("bench_frozen").synthetic_graph_def(nodes)
     last = big.node[-1].name
     large = (big, ["x:0"], [last + ":0"], {"rules": ["Sign=ste_sign"]}, "w$")

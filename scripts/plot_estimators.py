@@ -14,11 +14,12 @@ Usage:
 import argparse
 import collections
 import io
-import os
 import pathlib
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from graph_override.cli import import_tensorflow_quietly
+
+import_tensorflow_quietly()  # TensorFlow's native start-up lines stay off stderr
 
 import matplotlib  # noqa: E402  pylint: disable=wrong-import-position
 

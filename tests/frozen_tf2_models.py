@@ -128,17 +128,9 @@ def v1_while():
 
 
 def mobilenet_v2():
-    """Keras MobileNetV2 (alpha 0.35, 32x32, random weights) frozen with
-    convert_variables_to_constants_v2."""
-    from tensorflow.python.framework.convert_to_constants import (  # pylint: disable=import-outside-toplevel
-        convert_variables_to_constants_v2)
-    tf.keras.utils.set_random_seed(0)
-    model = tf.keras.applications.MobileNetV2(alpha=0.35, input_shape=(32, 32, 3),
-                                              weights=None, classes=10)
-    concrete = tf.function(lambda x: model(x, training=False)).get_concrete_function(
-        tf.TensorSpec([None, 32, 32, 3], tf.float32, name="x"))
-    frozen_fn = convert_variables_to_constants_v2(concrete)
-    return frozen_fn.graph.as_graph_def(), ["x:0"], [frozen_fn.outputs[0].name]
+    """scripts/bench_convert.py's Keras MobileNetV2 (alpha 0.35, 32x32, random
+    weights) frozen with convert_variables_to_constants_v2."""
+    return _script("bench_convert").mobilenet_v2()
 
 
 def weights_of(graph_def, names):

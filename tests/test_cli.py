@@ -100,9 +100,12 @@ def broken_tensorflow(tmp_path_factory):
     (["inspect", "--limit", "many", "model.pb"], 2, ["expected a positive number of rows, got 'many'"]),
 ] + [([name, "--help"], 0, ["usage: graph-override " + name]) for name in cli.COMMANDS])
 def test_help_version_and_usage_errors_do_not_import_tensorflow(folder, argv, code, shows):
+    """Nor numpy: importing it would take longer than answering (the
+    top-level --help and usage errors import every command module)."""
     got = _probe(argv, folder)
     assert got["code"] == code, got
     assert got["tf"] is False, "%r imported TensorFlow" % (argv,)
+    assert got["numpy"] is False, "%r imported numpy" % (argv,)
     for text in shows:
         assert text in got["out"] + got["err"], (text, got)
 

@@ -159,12 +159,25 @@ def test_patch_portable_refuses_clip_gradient(models, capsys):
     (["--map", "Sign"], "expected SELECTOR=ACTION"),
     (["--map", "Sign=ste_sign:clip=2"], "unknown parameter"),
     (["--map", "*=flip_gradient"], "--select"),
+    (["--map", "Sign=ste_tern:ternary_weight_networks=yes"],
+     "parameter ternary_weight_networks: 'yes' is not a number, True, False or None"),
 ])
 def test_patch_bad_map_exits_2(models, capsys, argv, match):
     folder, sign, _ = models
     code, _, err = _main(capsys, "patch", sign, "-o", str(folder / "o.pb"), *argv)
     assert code == 2 and match in err
     assert not (folder / "o.pb").exists()
+
+
+def test_patch_takes_boolean_and_none_parameters(models, capsys):
+    folder, sign, _ = models
+    out_path = str(folder / "tern.pb")
+    code, _, err = _main(capsys, "patch", sign, "-o", out_path, "--select", "^out/",
+                         "--map", "Sign=ste_tern:ternary_weight_networks=True,clip_value=None")
+    assert code == 0, err
+    assert frozen.nodes_by_gradient(frozen.load(out_path)) == {
+        "graph_override.ste_tern(threshold_value=0.05, ternary_weight_networks=True, "
+        "clip_value=None)": ["out/sign"]}
 
 
 def test_patch_output_rules(models, capsys):

@@ -1,10 +1,14 @@
 """compat/: every constraints file names an installable release of a
 supported TensorFlow, and compat/run.sh refuses bad usage before it installs
-anything. Offline: nothing here touches the network or creates a venv."""
+anything; the TensorFlow internals graph_override uses stay where they are
+allowed and are listed in docs/guide/compat.md. Offline: nothing here touches
+the network or creates a venv."""
 
+import ast
 import pathlib
 import re
 import subprocess
+import textwrap
 
 import pytest
 
@@ -110,16 +114,155 @@ def test_ci_runs_quickstart_first_then_the_oldest_release():
     assert any(re.search(r"compat/run\.sh 2\.15\b", c) for c in commands[1:])
 
 
-def test_only_compat_module_imports_private_tensorflow():
-    offenders = []
-    for path in (ROOT / "graph_override").rglob("*.py"):
-        if path.name == "_compat.py":
+# --- TensorFlow internals: where graph_override may use them, and the list in
+# docs/guide/compat.md ------------------------------------------------------
+
+COMPAT_MD = ROOT / "docs" / "guide" / "compat.md"
+# Where each kind of internal may be used (relative to the repository).
+ALLOWED = {
+    "tensorflow.python": {"graph_override/_compat.py"},
+    "private attribute": {"graph_override/_compat.py"},
+    "autograph protocol": {"graph_override/errors.py"},
+    "tensorflow.core": None,  # the file formats' protobuf modules: anywhere
+}
+# Attributes AutoGraph looks up on user objects; found by name, as no import
+# or underscore gives them away.
+AUTOGRAPH_PROTOCOLS = ("ag_pass_through",)
+# Private attributes that are not TensorFlow's: Python's documented os._exit,
+# and argparse namespaces' _run, which cli.py sets with set_defaults(_run=...).
+NOT_TENSORFLOW = {("os", "_exit"), ("args", "_run")}
+
+
+def _own_names(tree):
+    """Names bound in `tree` to graph_override's modules and objects."""
+    own = {"self", "cls"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level or (node.module or "").startswith("graph_override"):
+                own.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            own.update(a.asname or a.name.split(".")[0] for a in node.names
+                       if a.name.startswith("graph_override"))
+    return own
+
+
+def tensorflow_internals(source, filename):
+    """[(kind, internal, filename, line)] of one module's source: imports of
+    tensorflow.python and tensorflow.core (the full module name; ``from A
+    import b`` gives ``A.b``), private attributes read or set on objects that
+    are not graph_override's own, and AutoGraph protocol attributes."""
+    tree = ast.parse(source, filename)
+    own = _own_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        modules = []
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules = ["%s.%s" % (node.module, a.name) for a in node.names]
+        for module in modules:
+            for kind in ("tensorflow.python", "tensorflow.core"):
+                if module == kind or module.startswith(kind + "."):
+                    found.append((kind, module, filename, node.lineno))
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__"):
+            receiver = ast.unparse(node.value)
+            if receiver not in own and (receiver, node.attr) not in NOT_TENSORFLOW:
+                found.append(("private attribute", node.attr, filename, node.lineno))
+        if isinstance(node, ast.Name) and node.id in AUTOGRAPH_PROTOCOLS \
+                or isinstance(node, ast.Attribute) and node.attr in AUTOGRAPH_PROTOCOLS:
+            found.append(("autograph protocol", getattr(node, "id", None)
+                          or node.attr, filename, node.lineno))
+    return found
+
+
+def documented_internals(text):
+    """[(backticked names of the internal, backticked .py files)] of the rows
+    of compat.md's table under 'TensorFlow internals graph_override uses'."""
+    heading = "## TensorFlow internals graph_override uses"
+    assert heading in text, "docs/guide/compat.md has no section %r" % heading
+    section = text.split(heading, 1)[1]
+    section = section.split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cells) < 2 or set(cells[0]) <= set("-"):
             continue
-        text = path.read_text()
-        if re.search(r"^\s*(from|import)\s+tensorflow\.python", text, re.M):
-            offenders.append(str(path.relative_to(ROOT)))
-    assert not offenders, ("only graph_override/_compat.py may import "
-                           "tensorflow.python; found in %s" % offenders)
+        rows.append((re.findall(r"`([^`]+)`", cells[0]),
+                     [f for f in re.findall(r"`([^`]+)`", cells[1]) if f.endswith(".py")]))
+    return rows
+
+
+def _listed(internal, filename, rows):
+    for names, files in rows:
+        if filename in files and any(n == internal or n.split(".")[-1] == internal
+                                     for n in names):
+            return True
+    return False
+
+
+def internal_problems(found, rows):
+    """What is wrong with `found` internals: used where their kind is not
+    allowed, or not listed in compat.md with the file that uses them."""
+    problems = []
+    for kind, internal, filename, line in found:
+        allowed = ALLOWED[kind]
+        if allowed is not None and filename not in allowed:
+            problems.append("%s:%d uses %s %s; only %s may" % (
+                filename, line, kind, internal, " or ".join(sorted(allowed))))
+        if not _listed(internal, filename, rows):
+            problems.append("%s:%d uses %s %s, which docs/guide/compat.md does not list "
+                            "with that file" % (filename, line, kind, internal))
+    return problems
+
+
+def test_tensorflow_internals_are_confined_and_listed():
+    found = []
+    for path in sorted((ROOT / "graph_override").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        found += tensorflow_internals(path.read_text(), relative)
+    kinds = {kind for kind, *_ in found}
+    assert kinds == set(ALLOWED), kinds  # the scan sees each kind it looks for
+    problems = internal_problems(found, documented_internals(COMPAT_MD.read_text()))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_scan_catches_a_new_unlisted_internal():
+    rows = documented_internals(COMPAT_MD.read_text())
+    source = textwrap.dedent("""
+        import tensorflow as tf
+        from tensorflow.python.ops import gen_math_ops
+        from graph_override import _compat
+        from graph_override.frozen import function as function_lib
+
+        def f(graph, x):
+            graph._unsafe_unfinalize()
+            _compat.tape_records([x])        # graph_override's own: fine
+            function_lib._wrap(None, [], [])  # graph_override's own: fine
+            return gen_math_ops.sign(x)
+        """)
+    found = tensorflow_internals(source, "graph_override/frozen/new.py")
+    assert [(k, i) for k, i, _, _ in found] == [
+        ("tensorflow.python", "tensorflow.python.ops.gen_math_ops"),
+        ("private attribute", "_unsafe_unfinalize")]
+    problems = internal_problems(found, rows)
+    assert len(problems) == 4, problems
+    assert "graph_override/frozen/new.py:3 uses tensorflow.python" in problems[0]
+    # In _compat.py the same uses are allowed, and still must be listed.
+    found = tensorflow_internals(source, "graph_override/_compat.py")
+    problems = internal_problems(found, rows)
+    assert len(problems) == 2 and all("does not list" in p for p in problems)
+    # A listed one passes.
+    found = tensorflow_internals("def n(g):\n    return g._nodes_by_id\n",
+                                 "graph_override/_compat.py")
+    assert found and internal_problems(found, rows) == []
+    # A protocol attribute is found by name, outside errors.py refused.
+    found = tensorflow_internals("class E(Exception):\n    ag_pass_through = True\n",
+                                 "graph_override/scope.py")
+    assert [p.split(" uses ")[1] for p in internal_problems(found, rows)] == [
+        "autograph protocol ag_pass_through; only graph_override/errors.py may",
+        "autograph protocol ag_pass_through, which docs/guide/compat.md does not "
+        "list with that file"]
 
 
 def test_known_failures_name_existing_tests():

@@ -166,3 +166,72 @@ def test_cli_patches_a_while_body(tmp_path, capsys):
     assert body + "/Sign" in out and "rewrite" in out
     _, dx = fg.run(frozen.load(tmp_path / "fixed.pb"))
     np.testing.assert_array_equal(dx, [1.0, 2.0, 4.0])
+
+
+LIBRARY = """
+node { name: "call" op: "PartitionedCall"
+       attr { key: "f" value { func { name: "outer"
+              attr { key: "g" value { func { name: "body" } } } } } } }
+node { name: "direct" op: "body" }
+library {
+  function { signature { name: "outer" } node_def { name: "n" op: "body" } }
+  function { signature { name: "body" } }
+  function { signature { name: "branches" }
+             node_def { name: "m" op: "StatelessIf" attr { key: "branches" value {
+               list { func { name: "body" } func { name: "other" } } } } } }
+  function { signature { name: "other" } }
+  function { signature { name: "unrelated" } }
+  gradient { function_name: "body" gradient_func: "other" }
+}
+"""
+
+
+def _references(graph_def, old_names):
+    """The library's function names, and every function name the graph
+    refers to: calls by op type (to a function, or to one of `old_names`),
+    function attrs at any depth, gradient entries."""
+    functions = {f.signature.name for f in graph_def.library.function}
+    refs = []
+
+    def funcs(values):
+        for value in values:
+            for func in ([value.func] if value.HasField("func") else
+                         value.list.func if value.HasField("list") else []):
+                refs.append(func.name)
+                funcs(func.attr.values())
+
+    for nodes in [graph_def.node] + [f.node_def for f in graph_def.library.function]:
+        for node in nodes:
+            if node.op in functions or node.op in old_names:
+                refs.append(node.op)
+            funcs(node.attr.values())
+    for gradient in graph_def.library.gradient:
+        refs += [gradient.function_name, gradient.gradient_func]
+    return functions, refs
+
+
+@pytest.mark.parametrize("caller", ["patch", "to_function"])
+def test_renamed_functions_leave_no_reference_to_an_old_name(caller):
+    """patch's hash renaming and to_function's per-import renaming share one
+    helper; a function named inside another function attr's attrs is
+    renamed too."""
+    from google.protobuf import text_format  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen import function_graph, library  # pylint: disable=import-outside-toplevel
+    graph_def = text_format.Parse(LIBRARY, tf.compat.v1.GraphDef())
+    original = graph_def.SerializeToString()
+    if caller == "patch":
+        mapping = library.rename_functions(graph_def, {"body"})
+        renamed = graph_def
+        # "unrelated" neither calls nor is called next to "body".
+        assert set(mapping) == {"body", "outer", "branches", "other"}
+        assert len({new.rpartition("_go")[2] for new in mapping.values()}) == 1
+        again = text_format.Parse(LIBRARY, tf.compat.v1.GraphDef())
+        assert library.rename_functions(again, {"body"}) == mapping  # deterministic
+    else:
+        renamed = function_graph.rename_functions(graph_def)
+        assert graph_def.SerializeToString() == original  # a copy; the input is kept
+        assert all("_frozen_fn_" in f.signature.name for f in renamed.library.function)
+    functions, refs = _references(renamed, {"body", "outer", "branches", "other",
+                                            "unrelated"})
+    assert len(refs) == 8
+    assert set(refs) <= functions, sorted(set(refs) - functions)

@@ -2,12 +2,16 @@
 library's estimators, equal to the numpy formulas of DESIGN.md."""
 
 import os
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from graph_override import estimators
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +115,18 @@ def test_too_few_points_is_a_usage_error(plot, tmp_path):
         plot.main(["--out", str(tmp_path / "e.png"), "--points", "3"])
     assert info.value.code == 2
     assert not (tmp_path / "e.png").exists()
+
+
+def test_a_fresh_run_prints_only_its_own_line(tmp_path):
+    """TensorFlow 2.21's native start-up lines (absl's "All log messages
+    before absl::InitializeLog()", cudart_stub, oneDNN), which
+    TF_CPP_MIN_LOG_LEVEL does not stop, stay off the script's output."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    out = tmp_path / "e.png"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "plot_estimators.py"),
+                           "--out", str(out), "--points", "81"], cwd=str(tmp_path),
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.stdout == "wrote %s (11 estimators)\n" % out

@@ -230,6 +230,52 @@ def test_a_fresh_process_resolves_builtin_names_found_in_a_graphdef(tmp_path):
     assert "after: [0.0, 1.0, 1.0, 1.0, 0.0]" in out
 
 
+@pytest.mark.parametrize("rewrite, expected", [
+    # The name graph_override writes for this setting, as it writes it.
+    (None, [0.0, 1.0, 1.0, 1.0, 0.0]),
+    # Hand-written names: the short form, and lower-case true and none.
+    ("graph_override.ste_tern(ternary_weight_networks=True)", [0.0, 1.0, 1.0, 1.0, 0.0]),
+    ("graph_override.ste_tern(ternary_weight_networks=true, clip_value=none)",
+     [1.0, 1.0, 1.0, 1.0, 1.0]),
+])
+def test_a_fresh_process_resolves_boolean_and_none_parameters(tmp_path, rewrite, expected):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [5], name="x")
+        tf.identity(overrides.ste_tern(x, ternary_weight_networks=True), name="y")
+    graph_def = g.as_graph_def()
+    [node] = [n for n in graph_def.node if "_gradient_op_type" in n.attr
+              and n.attr["_gradient_op_type"].s.startswith(b"graph_override.")]
+    assert node.attr["_gradient_op_type"].s.decode() == (
+        "graph_override.ste_tern(threshold_value=0.05, ternary_weight_networks=True, "
+        "clip_value=1.0)")
+    if rewrite is not None:
+        node.attr["_gradient_op_type"].s = rewrite.encode()
+    path = tmp_path / "g.pb"
+    path.write_bytes(graph_def.SerializeToString())
+    script = tmp_path / "fresh.py"
+    script.write_text(FRESH)
+    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    assert "before: LookupError" in out
+    assert "after: %s" % expected in out
+
+
+@pytest.mark.parametrize("text, value", [
+    ("None", None), ("none", None), ("True", True), ("true", True), ("False", False),
+    ("false", False), ("0", 0), ("-3", -3), ("0.5", 0.5), ("1e-05", 1e-05),
+    ("-inf", float("-inf")),
+])
+def test_parameter_values(text, value):
+    parsed = registry.parse_value(text)
+    assert parsed == value and type(parsed) is type(value)
+
+
+@pytest.mark.parametrize("text", ["yes", "TRUE", "", "1,5", "nul"])
+def test_bad_parameter_values(text):
+    with pytest.raises(ValueError, match=r"%r is not a number, True, False or None" % text):
+        registry.parse_value(text)
+
+
 # --- the gradient contract -----------------------------------------------------
 
 def _sign_gradient_with(fn):

@@ -3,8 +3,6 @@ Session, and see the three families agree."""
 
 import sys
 
-import numpy as np
-
 HELP = "train a binarized network in a Session and compare the three families"
 DESCRIPTION = (
     "Part 1 is a short run of scripts/train_bnn.py: a binarized network "
@@ -45,6 +43,7 @@ def _tf_sign_gradient_is_zero():
 
 def _part1(epochs, seed):
     """Returns True when the BNN learned and both families gave the same losses."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
     try:
         from graph_override.training import recipes  # pylint: disable=import-outside-toplevel
         from graph_override.training.data import _load_digits  # pylint: disable=import-outside-toplevel
@@ -72,6 +71,7 @@ def _part1(epochs, seed):
 
 
 def _families_table():
+    import numpy as np  # pylint: disable=import-outside-toplevel
     from graph_override import _family, overrides, stopgrad, testing, tf2  # pylint: disable=import-outside-toplevel
     x = np.array([-2.0, -1.0001, -1.0, -0.5, -0.05, -0.0, 0.0, 0.05, 0.0501,
                   0.5, 0.9999, 1.0, 1.0001, 1.5, 2.5], np.float32)

@@ -16,6 +16,7 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from graph_override import _compat, registry
 from graph_override.errors import ConversionError, UnknownGradientError
+from graph_override.frozen.library import rename_library
 from graph_override.frozen.rules import GRADIENT_ATTR, node_list
 
 __all__ = ["V1_CONTROL_FLOW_OPS", "as_placeholders", "check_names", "check_ops",
@@ -217,7 +218,8 @@ _imports = itertools.count(1)
 
 
 def rename_functions(graph_def):
-    """`graph_def` with a process-unique suffix on every library function.
+    """A copy of `graph_def` with a process-unique suffix on every library
+    function (`graph_override.frozen.library.rename_library`).
 
     TensorFlow keeps functions in one process-wide table by name. Two imports
     of the same library that differ after differentiation (the While
@@ -226,41 +228,10 @@ def rename_functions(graph_def):
     same graph, would otherwise collide ("Attempting to add a duplicate
     function").
     """
-    library = graph_def.library
-    if not library.function:
+    if not graph_def.library.function:
         return graph_def
     suffix = "_frozen_fn_%d" % next(_imports)
-    names = {f.signature.name for f in library.function}
-
-    def fix_func(func):
-        if func.name in names:
-            func.name += suffix
-        for value in func.attr.values():
-            fix_attr(value)
-
-    def fix_attr(value):
-        if value.HasField("func"):
-            fix_func(value.func)
-        elif value.HasField("list"):
-            for func in value.list.func:
-                fix_func(func)
-
-    def fix_node(node):
-        if node.op in names:
-            node.op += suffix
-        for value in node.attr.values():
-            fix_attr(value)
-
     new = graph_pb2.GraphDef()
     new.CopyFrom(graph_def)
-    for node in new.node:
-        fix_node(node)
-    for function in new.library.function:
-        function.signature.name += suffix
-        for node in function.node_def:
-            fix_node(node)
-    for gradient in new.library.gradient:
-        for field in ("function_name", "gradient_func"):
-            if getattr(gradient, field) in names:
-                setattr(gradient, field, getattr(gradient, field) + suffix)
-    return new
+    return rename_library(new, {f.signature.name: f.signature.name + suffix
+                                for f in new.library.function})

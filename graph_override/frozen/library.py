@@ -32,7 +32,8 @@ from graph_override.frozen.rules import GRADIENT_ATTR, RuleError, gradient_attr
 from tensorflow.core.framework import graph_pb2
 
 __all__ = ["CALL_OPS", "CONTROL_FLOW_OPS", "apply_to_functions", "body_modes",
-           "rename_functions", "rewrite_function_node", "select_function_nodes"]
+           "rename_functions", "rename_library", "rewrite_function_node",
+           "select_function_nodes"]
 
 CALL_OPS = frozenset(("PartitionedCall", "StatefulPartitionedCall"))
 CONTROL_FLOW_OPS = frozenset(("While", "StatelessWhile", "If", "StatelessIf", "Case",
@@ -257,14 +258,14 @@ def rename_functions(graph_def, changed):
     """Gives the `changed` functions, the functions called next to them
     (the cond of a While whose body changed, the other branch of an If) and
     the functions holding calls to any of these, new names ending in a hash
-    of the changes; returns {old name: new name}.
+    of the changes (`rename_library`); returns {old name: new name}.
 
     TensorFlow names the functions it derives while differentiating a
     While or If after the originals (``while_cond_7_rewritten``) and keeps
     them process-wide: differentiating the original and the patched graph
     in one process would otherwise fail with "Attempting to add a duplicate
     function with name ... where the previous and current definitions
-    differ".
+    differ". The same change gives the same names, in any process.
     """
     library = {f.signature.name: f for f in graph_def.library.function}
     digest = hashlib.sha256()
@@ -284,21 +285,54 @@ def rename_functions(graph_def, changed):
                         found.add(owner)
         frontier = found
     mapping = {n: "%s_go%s" % (n, digest.hexdigest()[:8]) for n in rename}
-    for name in rename:
-        library[name].signature.name = mapping[name]
-    for _, nodes in owners:
+    rename_library(graph_def, mapping)
+    return mapping
+
+
+def _function_refs(values):
+    """The function references (NameAttrList) among attr `values`, also
+    those in the attrs of a referenced function."""
+    for value in values:
+        if value.HasField("func"):
+            funcs = [value.func]
+        elif value.HasField("list"):
+            funcs = value.list.func
+        else:
+            continue
+        for func in funcs:
+            yield func
+            yield from _function_refs(func.attr.values())
+
+
+def rename_library(graph_def, mapping):
+    """Renames library functions of `graph_def` in place, ``{old: new}``:
+    their signatures, the nodes that call one as their op type, the function
+    attrs that name one (at any depth), at the top level and in every body,
+    and the library's gradient entries; returns `graph_def`.
+
+    TensorFlow keeps functions in one process-wide table by name and refuses
+    a different definition under a taken name ("Attempting to add a duplicate
+    function"). `rename_functions` renames what `patch` changed, by a hash of
+    the change; `graph_override.frozen.function_graph.rename_functions`
+    renames every function once per import.
+    """
+    if not mapping:
+        return graph_def
+    bodies = []
+    for function in graph_def.library.function:
+        name = function.signature.name
+        if name in mapping:
+            function.signature.name = mapping[name]
+        bodies.append(function.node_def)
+    for nodes in [graph_def.node] + bodies:
         for node in nodes:
             if node.op in mapping:
                 node.op = mapping[node.op]
-            for value in node.attr.values():
-                if value.HasField("func") and value.func.name in mapping:
-                    value.func.name = mapping[value.func.name]
-                elif value.HasField("list"):
-                    for f in value.list.func:
-                        if f.name in mapping:
-                            f.name = mapping[f.name]
+            for func in _function_refs(node.attr.values()):
+                if func.name in mapping:
+                    func.name = mapping[func.name]
     for gradient in graph_def.library.gradient:
         for field in ("function_name", "gradient_func"):
             if getattr(gradient, field) in mapping:
                 setattr(gradient, field, mapping[getattr(gradient, field)])
-    return mapping
+    return graph_def

@@ -106,18 +106,6 @@ class Rule:
         return "%s -> %s" % (self.describe_selector(), action)
 
 
-def _parse_value(text):
-    text = text.strip()
-    if text == "None":
-        return None
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
-    try:
-        return float(text)
-    except ValueError:
-        raise RuleError("parameter value %r is not a number" % text) from None
-
-
 def _split_rule(text):
     """(SELECTOR, ACTION) split at the first '=' outside parentheses, so a
     selector may name a built-in gradient such as
@@ -142,8 +130,11 @@ def parse_rule(text, *, name_regex=None):
     ``_gradient_op_type`` matches, e.g. ``gradient:CustomGradient-*``).
     ACTION is a built-in estimator with optional parameters
     (``ste_sign``, ``flip_gradient:scale=0.5``,
-    ``ste_tern:threshold_value=0.1,clip_value=1``), ``remove``, or a
-    registered gradient name (``Identity``).
+    ``ste_tern:threshold_value=0.1,clip_value=1``,
+    ``ste_tern:ternary_weight_networks=True``, ``ste_sign:clip_value=None``),
+    ``remove``, or a registered gradient name (``Identity``). A parameter
+    value is a number, True, False or None (also lower case), as the
+    estimator takes it.
 
     Example:
       >>> from graph_override.frozen import parse_rule
@@ -182,7 +173,11 @@ def parse_rule(text, *, name_regex=None):
             if key.strip() in params:
                 raise RuleError("--map %r: parameter %r is given twice; give each "
                                 "parameter once" % (text, key.strip()))
-            params[key.strip()] = _parse_value(value)
+            try:
+                params[key.strip()] = registry.parse_value(value)
+            except ValueError as e:
+                raise RuleError("--map %r: parameter %s: %s" % (
+                    text, key.strip(), e)) from None
         kwargs.update(estimator=name, params=params)
     elif action == "remove":
         kwargs["remove"] = True
