@@ -215,9 +215,8 @@ def _graph_fields_unknown(nodes):
     """Unknown fields in the GraphDef's fields other than its nodes."""
     if not (nodes.library or nodes.versions or nodes.debug_info):
         return False
-    rest = _Nodes()
-    rest.CopyFrom(nodes)
-    del rest.node[:]
+    rest = _Nodes(library=nodes.library, version=nodes.version,
+                  versions=nodes.versions, debug_info=nodes.debug_info)
     return has_unknown_fields(rest.SerializeToString())
 
 
