@@ -81,26 +81,21 @@ def run(args):
         rules = parse_rules(args)
     except (frozen.RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
-    graph_def = frozen.load(args.model)
-    if args.output and not args.dry_run:
-        # Fail on an unwritable OUT before doing the work.
-        frozen.check_output_path(args.output, source=args.model, overwrite=args.force)
-    apply = frozen.make_portable if args.portable else frozen.patch
-    new, report = apply(graph_def, rules,
-                        on_no_match="ignore" if args.allow_no_match else "raise",
-                        allow_replace=args.allow_replace)
-    if not args.dry_run:
-        frozen.save(new, args.output, overwrite=args.force, source=args.model)
-    after = frozen.inspect(new)
+    # patch_file refuses an unwritable OUT before doing the work.
+    report = frozen.patch_file(args.model, None if args.dry_run else args.output, rules,
+                               portable=args.portable, overwrite=args.force,
+                               on_no_match="ignore" if args.allow_no_match else "raise",
+                               allow_replace=args.allow_replace)
+    failures = report.gradient_failures_left
     if args.json:
         out = report.to_dict()
         out.update(file=args.model, output=None if args.dry_run else args.output,
                    dry_run=args.dry_run,
-                   gradient_failures_left=after.gradient_failures)
+                   gradient_failures_left=failures)
         print(json.dumps(out, indent=2))
     else:
         print("%s: %s" % (args.model, report.format()))
-        for f in after.gradient_failures[:20]:
+        for f in failures[:20]:
             print("warning: gradient still fails at node %r (%s): %s"
                   % (f["node"], f["op"], f["reason"]))
         print("dry run: nothing written" if args.dry_run

@@ -53,6 +53,7 @@ from graph_override.frozen.inspection import RISKY_OPS, ZERO_GRADIENT_OPS, inspe
 from graph_override.frozen.io import (MAX_BYTES, check_output_path, load,
                                         parse_graph_def, save, validate)
 from graph_override.frozen.patching import make_portable, patch
+from graph_override.frozen.pipeline import patch_file
 from graph_override.frozen.reports import InspectReport, NodeChange, PatchReport
 from graph_override.frozen.rules import (GRADIENT_ATTR, Rule, RuleError, node_list,
                                             nodes_by_gradient, parse_rule)
@@ -80,6 +81,7 @@ __all__ = [
     "parse_graph_def",
     "parse_rule",
     "patch",
+    "patch_file",
     "save",
     "to_function",
     "validate",

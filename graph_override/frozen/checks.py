@@ -20,23 +20,20 @@ are not a plain node name (``^ctrl``, ``node:1``) are parsed one by one.
 
 import functools
 import itertools
-import operator
 import re
 
 import numpy as np
-from tensorflow.core.framework import graph_pb2
+from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from graph_override import _compat
 from graph_override.errors import GraphDefError
-from graph_override.frozen.wire import fast_index
+from graph_override.frozen.wire import Index, node_counts, read_index
 
-__all__ = ["check_structure", "validate"]
+__all__ = ["check_bytes", "check_structure", "validate"]
 
 # TensorFlow's own rules (tensorflow/core/graph/graph_constructor.cc).
 _NODE_NAME = r"[A-Za-z0-9.][A-Za-z0-9_.\-/>]*"
 _OP_NAME = r"[A-Za-z0-9_.>\-]+"
-_NAMES_RE = re.compile(r"(?:%s\n)*" % _NODE_NAME)
-_OPS_RE = re.compile(r"(?:%s\n)*" % _OP_NAME)
 _INPUT_NODE_RE = re.compile(r"^\^|:\d+$", re.M)
 
 _BACK_EDGE_SOURCES = frozenset(("NextIteration", "RefNextIteration"))
@@ -88,77 +85,121 @@ def _output_count(node, signatures):
     return total
 
 
-def _input_counts(graph_def):
-    return np.fromiter(map(len, map(operator.attrgetter("input"), graph_def.node)),
-                       np.int64, len(graph_def.node))
-
-
 def _parse_special(ref, index):
     """(source index, port) of an input that is not a plain name; port -1
     for a control input. Raises ValueError for a malformed port."""
-    if ref.startswith("^"):
+    if ref.startswith(b"^"):
         return index.get(ref[1:], -1), -1
-    name, _, port = ref.rpartition(":")
+    name, _, port = ref.rpartition(b":")
     if not port.isdigit():
         raise ValueError(ref)
     return index.get(name, -1), int(port)
 
 
-def _fail(source, graph_def, consumer, ref, why):
-    node = graph_def.node[int(consumer)]
-    raise GraphDefError("%s: node %r (op %s) has input %r: %s" % (
-        source, node.name, node.op, ref, why))
+class _Graph:
+    """What the checks read of a graph: the `Index` (names, op types,
+    inputs), a node's NodeDef on demand, the function signatures, and a
+    function that raises naming the first bad node (the slow path)."""
+
+    def __init__(self, index, source, graph_def=None, data=None):
+        self.index, self.source = index, source
+        self._graph_def, self._data = graph_def, data
+        self._signatures = None
+
+    @property
+    def graph_def(self):
+        if self._graph_def is None:
+            self._graph_def = graph_pb2.GraphDef.FromString(self._data)
+        return self._graph_def
+
+    def node(self, i):
+        """NodeDef i: from the message if at hand, else parsed from its bytes."""
+        if self._graph_def is None and self.index.nodes is not None:
+            return node_def_pb2.NodeDef.FromString(self.index.nodes.node[i])
+        return self.graph_def.node[i]
+
+    @property
+    def signatures(self):
+        if self._signatures is None:
+            if self._graph_def is None and self.index.nodes is not None:
+                library = function_pb2.FunctionDefLibrary.FromString(
+                    self.index.nodes.library)
+            else:
+                library = self.graph_def.library
+            self._signatures = {f.signature.name: f.signature for f in library.function}
+        return self._signatures
+
+    def slow_check(self):
+        _slow_check(self.graph_def, self.source)
+
+    def fail(self, consumer, ref, why):
+        raise GraphDefError("%s: node %r (op %s) has input %r: %s" % (
+            self.source, self.index.name(consumer), self.index.ops[consumer],
+            ref.decode("utf-8", "replace"), why))
 
 
-def check_structure(graph_def, source, names, ops, inputs):
+def check_structure(graph):
     """Refuses duplicate names, dangling inputs, bad output indexes,
-    self-reads and cycles (see the module).
-
-    Args:
-      graph_def: the GraphDef (for attrs and the function library).
-      source: what to call it in messages.
-      names, ops, inputs: its node names and op types in node order, and all
-        inputs in node order.
+    self-reads and cycles (see the module) of the `_Graph` `graph`.
 
     Raises:
-      GraphDefError: naming `source`, the node and the input.
+      GraphDefError: naming the source, the node and the input.
     """
+    names = graph.index.raw_names
     n = len(names)
     index = dict(zip(names, range(n)))
     if len(index) != n:
-        _slow_check(graph_def, source)  # raises, naming the duplicate
-    if not inputs:
+        graph.slow_check()  # raises, naming the duplicate
+    # Plain node names resolve in C; the end-of-node marks to -2, the rest
+    # ("^ctrl", "node:1") to -1 here.
+    index[b""] = -2
+    marked = graph.index.raw_marked
+    src = np.fromiter(map(index.get, marked, itertools.repeat(-1)), np.int64, len(marked))
+    split = node_counts(src, n)
+    if split is None:  # an empty input: the slow path names it
+        graph.slow_check()
+        raise GraphDefError("%s: a node has an empty input name" % graph.source)
+    counts, real = split
+    src = src[real]
+    if not len(src):
         return
-    # Plain node names resolve in C; the rest ("^ctrl", "node:1") are -1 here.
-    src = np.fromiter(map(index.get, inputs, itertools.repeat(-1)), np.int64, len(inputs))
-    port = np.zeros(len(inputs), np.int64)
-    for j in np.flatnonzero(src < 0).tolist():
-        try:
-            src[j], port[j] = _parse_special(inputs[j], index)
-        except ValueError:
-            src[j] = -1
-        if src[j] < 0:
-            _slow_check(graph_def, source)  # raises, naming node and input
-            raise GraphDefError("%s: the input %r is malformed; expected NODE, "
-                                "NODE:INDEX or ^NODE" % (source, inputs[j]))
-    dst = np.repeat(np.arange(n, dtype=np.int64), _input_counts(graph_def))
-    if len(dst) != len(src):
-        raise GraphDefError("%s: the node inputs changed while being checked" % source)
+    port = np.zeros(len(src), np.int64)
+    bad = np.flatnonzero(src < 0)
+    if len(bad):
+        del index[b""]
+        positions = real[bad].tolist()
+        for j, at in zip(bad.tolist(), positions):
+            ref = marked[at]
+            try:
+                src[j], port[j] = _parse_special(ref, index)
+            except ValueError:
+                src[j] = -1
+            if src[j] < 0:
+                graph.slow_check()  # raises, naming node and input
+                raise GraphDefError("%s: the input %r is malformed; expected NODE, "
+                                    "NODE:INDEX or ^NODE" % (
+                                        graph.source, ref.decode("utf-8", "replace")))
+    dst = np.repeat(np.arange(n, dtype=np.int64), counts)
     control = port < 0
+
+    def ref(j):
+        return marked[int(real[j])]
+
     # A node reading itself.
     self_read = np.flatnonzero(src == dst)
     if len(self_read):
         j = int(self_read[0])
-        _fail(source, graph_def, dst[j], inputs[j],
-              "the node reads its own %s. Only a while loop's NextIteration -> "
-              "Merge edge may close a loop; the graph is damaged or was edited by "
-              "hand." % ("control output" if control[j] else "output"))
-    _check_output_indexes(graph_def, source, ops, inputs, src, dst, port, control)
-    _check_cycles(graph_def, source, names, ops, src, dst, control)
+        graph.fail(int(dst[j]), ref(j),
+                   "the node reads its own %s. Only a while loop's NextIteration -> "
+                   "Merge edge may close a loop; the graph is damaged or was edited by "
+                   "hand." % ("control output" if control[j] else "output"))
+    _check_output_indexes(graph, ref, src, dst, port, control)
+    _check_cycles(graph, src, dst, control)
 
 
-def _check_output_indexes(graph_def, source, ops, inputs, src, dst, port, control):
-    signatures = {f.signature.name: f.signature for f in graph_def.library.function}
+def _check_output_indexes(graph, ref, src, dst, port, control):
+    ops = graph.index.ops
+    signatures = graph.signatures
     # Per op type: its fixed output count, _UNKNOWN, or None when it depends
     # on the node's attrs (N, num_split, a list of types) or signature.
     fixed = {k: None if k in signatures else _registry_outputs(k)[0] for k in set(ops)}
@@ -174,37 +215,38 @@ def _check_output_indexes(graph_def, source, ops, inputs, src, dst, port, contro
         count = fixed[ops[s]]
         if count is None:
             if s not in counts:
-                counts[s] = _output_count(graph_def.node[s], signatures)
+                counts[s] = _output_count(graph.node(s), signatures)
             count = counts[s]
         if count != _UNKNOWN and port[j] >= count:
-            _fail(source, graph_def, dst[j], inputs[j],
-                  "node %r (op %s) has %s, so output %d does not exist. The file "
-                  "may be damaged or edited; re-export the graph." % (
-                      graph_def.node[s].name, ops[s],
-                      "no outputs" if count == 0 else "only output 0" if count == 1
-                      else "outputs 0..%d only" % (count - 1), port[j]))
+            graph.fail(int(dst[j]), ref(j),
+                       "node %r (op %s) has %s, so output %d does not exist. The file "
+                       "may be damaged or edited; re-export the graph." % (
+                           graph.index.name(s), ops[s],
+                           "no outputs" if count == 0 else "only output 0" if count == 1
+                           else "outputs 0..%d only" % (count - 1), port[j]))
 
 
-def _check_cycles(graph_def, source, names, ops, src, dst, control):
+def _check_cycles(graph, src, dst, control):
     forward = src < dst
     if forward.all():
         return  # every input comes from an earlier node: no cycle
+    ops = graph.index.ops
     # Leave out TF1 while loops' NextIteration -> Merge back edges, whichever
     # way they point in node order (a lowered loop may list Merge last).
-    back_src = np.array([op in _BACK_EDGE_SOURCES for op in ops])
-    back_dst = np.array([op in _BACK_EDGE_TARGETS for op in ops])
+    back_src = np.fromiter(map(_BACK_EDGE_SOURCES.__contains__, ops), bool, len(ops))
+    back_dst = np.fromiter(map(_BACK_EDGE_TARGETS.__contains__, ops), bool, len(ops))
     edges = ~(back_src[src] & back_dst[dst] & ~control)
     # A cycle needs an edge that does not point forward in node order.
     if not (edges & ~forward).any():
         return
-    cycle = _find_cycle(len(names), src, dst, edges)
+    cycle = _find_cycle(len(ops), src, dst, edges)
     if cycle:
-        path = " -> ".join(repr(names[i]) for i in cycle + cycle[:1])
+        path = " -> ".join(repr(graph.index.name(i)) for i in cycle + cycle[:1])
         raise GraphDefError(
             "%s: nodes %s form a cycle (each reads the next), so no node of it "
             "can ever run; TensorFlow refuses such a graph. Only a while loop's "
             "NextIteration -> Merge edge may close a loop. The graph is damaged "
-            "or was edited by hand; re-export it." % (source, path))
+            "or was edited by hand; re-export it." % (graph.source, path))
 
 
 def _find_cycle(n, src, dst, mask):
@@ -283,7 +325,7 @@ def validate(graph_def, source="<GraphDef>", *, data=None):
     NextIteration -> Merge edges of TF1 while loops.
 
     Example:
-      >>> from tensorflow.core.framework import graph_pb2
+      >>> from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
       >>> from graph_override import frozen
       >>> g = graph_pb2.GraphDef()
       >>> _ = g.node.add(name="y", op="Sign", input=["x"])
@@ -305,14 +347,58 @@ def validate(graph_def, source="<GraphDef>", *, data=None):
             source, type(graph_def).__name__))
     if data is None:
         data = graph_def.SerializeToString()
-    index = fast_index(data, len(graph_def.node))
+    check_bytes(data, source, graph_def=graph_def)
+
+
+# Characters of node names and op types (TensorFlow's rules, see _NODE_NAME).
+_NAME_CHARS = (b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+               b"_.-/>\n")
+_OP_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.>-\n"
+_BAD_START = re.compile(rb"\n[_\-/>\n]")
+_NO_BAD_START = re.compile(rb"\n\n")
+
+
+def _well_formed(strings, chars, bad_start):
+    """True if every string (bytes, or ASCII str) is non-empty and made of
+    `chars` only, and none starts as `bad_start` says: a few passes in C."""
+    if not strings:
+        return True
+    if isinstance(strings[0], str):
+        try:
+            joined = ("\n".join(strings) + "\n").encode("ascii")
+        except UnicodeEncodeError:
+            return False
+    else:
+        joined = b"\n".join(strings) + b"\n"
+    if joined.translate(None, chars) or joined.startswith(b"\n"):
+        return False
+    return bad_start.search(b"\n" + joined) is None
+
+
+def check_bytes(data, source, *, graph_def=None, index=None):
+    """`validate` for the serialized GraphDef `data`, with no GraphDef
+    message needed (one is parsed only to name a culprit).
+
+    Args:
+      data: the bytes.
+      source: what to call them in messages.
+      graph_def: the message parsed from `data`, if at hand.
+      index: `read_index(data)`, if at hand.
+
+    Returns:
+      The `Index` of `data`.
+
+    Raises:
+      GraphDefError: naming `source` and the offending node.
+    """
     if index is None:
-        _slow_check(graph_def, source)  # names the culprit, if there is one
-        nodes = graph_def.node
-        index = ([n.name for n in nodes], [n.op for n in nodes],
-                 [i for n in nodes for i in n.input])
-    names, ops, _ = index
-    if ((names and _NAMES_RE.fullmatch("\n".join(names) + "\n") is None)
-            or (ops and _OPS_RE.fullmatch("\n".join(ops) + "\n") is None)):
-        _slow_check(graph_def, source)  # raises, naming the node
-    check_structure(graph_def, source, *index)
+        index = read_index(data)
+    graph = _Graph(index, source, graph_def=graph_def, data=data)
+    if index is None or (graph_def is not None and len(index.ops) != len(graph_def.node)):
+        graph.slow_check()  # names the culprit, if there is one
+        index = graph.index = Index.from_graph_def(graph.graph_def)
+    if (not _well_formed(index.raw_names, _NAME_CHARS, _BAD_START)
+            or not _well_formed(index.ops, _OP_CHARS, _NO_BAD_START)):
+        graph.slow_check()  # raises, naming the node
+    check_structure(graph)
+    return index

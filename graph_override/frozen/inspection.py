@@ -2,6 +2,7 @@
 fail or vanish, and what in it is risky to run."""
 
 import collections
+import itertools
 
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
@@ -12,8 +13,8 @@ from graph_override.frozen.reports import V1_LOOP_HELP, InspectReport
 from graph_override.frozen.rules import GRADIENT_ATTR, View, gradient_attr
 from graph_override.errors import GraphDefError
 
-__all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "ZERO_GRADIENT_OPS", "inspect",
-           "v1_loops"]
+__all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "ZERO_GRADIENT_OPS",
+           "gradient_failures", "inspect", "v1_loops"]
 
 # Op types worth a look before running an untrusted graph, with why.
 RISKY_OPS = {
@@ -235,6 +236,37 @@ def _inspect_functions(graph_def, library, op_failures, names, failures, zero, r
             if failure is not None:
                 failures.append({"node": address, "op": op,
                                  "gradient": failure[0], "reason": failure[1]})
+
+
+def gradient_failures(names, ops, node_at, named=()):
+    """`inspect(graph_def).gradient_failures` for a graph with no function
+    library whose only gradient names are on the nodes `named` (node
+    indices), names that resolve in this process: what `patch_file` reports
+    as left after setting names, with no GraphDef message at hand.
+
+    Args:
+      names, ops: node names and op types, in node order.
+      node_at: node index -> NodeDef, read only for nodes whose op type has
+        no gradient.
+      named: indices of the nodes given a (resolving) gradient name.
+    """
+    op_failures = {op: _op_failure(op, ()) for op in set(ops)}
+    failing = {op for op, f in op_failures.items() if f is not None}
+    if not failing:
+        return []
+    named = set(named)
+    failures = []
+    for i in itertools.compress(range(len(ops)), map(failing.__contains__, ops)):
+        if i in named:
+            continue
+        node = node_at(i)
+        if (not node.input or node.input[0].startswith("^")
+                or not _may_carry_gradient(node)):
+            continue
+        failure = op_failures[ops[i]]
+        failures.append({"node": names[i], "op": ops[i],
+                         "gradient": failure[0], "reason": failure[1]})
+    return failures
 
 
 def inspect(graph_def):

@@ -16,141 +16,24 @@ back, and never a partial file.
 """
 
 import os
-import re
 import stat
 
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
-from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
 from graph_override._atomic import atomic_write
 from graph_override.errors import GraphDefError
-from graph_override.frozen.checks import validate
-from graph_override.frozen.wire import append_to_nodes, fast_index
+from graph_override.frozen import formats
+from graph_override.frozen.checks import check_bytes, validate
+from graph_override.frozen.formats import looks_like_text
+from graph_override.frozen.wire import append_to_nodes, fast_index, read_index
 
 __all__ = ["MAX_BYTES", "append_to_nodes", "check_output_path", "fast_index", "load",
-           "parse_graph_def", "save", "validate"]
+           "looks_like_text", "parse_graph_def", "read_regular_file", "save", "validate",
+           "write_bytes"]
 
 # Protobuf cannot serialize or parse a message of 2 GiB or more.
 MAX_BYTES = 2 ** 31 - 1
-
-_TEXT_SUFFIXES = (".pbtxt", ".txt", ".prototxt")
-
-
-def _saved_model_hint(data):
-    """True if `data` parses as a SavedModel holding at least one MetaGraph."""
-    if not data.startswith(b"\x08"):  # field 1 (schema version), a varint
-        return False
-    try:
-        sm = saved_model_pb2.SavedModel.FromString(data)
-    except Exception:  # pylint: disable=broad-except
-        return False
-    return len(sm.meta_graphs) > 0
-
-
-_SAVED_MODEL_MSG = (
-    "%s: this is a SavedModel (saved_model.pb), not a frozen GraphDef. Freeze "
-    "it first, e.g. load it with tf.saved_model.load and convert the "
-    "signature with tensorflow.python.framework.convert_to_constants."
-    "convert_variables_to_constants_v2, then write graph_def.SerializeToString().")
-
-
-_META_GRAPH_MSG = (
-    "%s: this is a MetaGraphDef (a .meta file written next to a checkpoint), "
-    "not a frozen GraphDef: its variables are not in it. Freeze it first: "
-    "saver = tf.compat.v1.train.import_meta_graph(PATH) and saver.restore(sess, "
-    "CHECKPOINT) in a Session, then graph_def = "
-    "tf.compat.v1.graph_util.convert_variables_to_constants(sess, "
-    "sess.graph_def, OUTPUT_NODE_NAMES) and write graph_def.SerializeToString().")
-
-
-def _meta_graph_hint(data, as_text):
-    """True if `data` is a MetaGraphDef holding a graph with nodes."""
-    try:
-        if as_text:
-            meta = text_format.Parse(data.decode("utf-8"), meta_graph_pb2.MetaGraphDef())
-        else:
-            meta = meta_graph_pb2.MetaGraphDef.FromString(data)
-    except Exception:  # pylint: disable=broad-except
-        return False
-    return len(meta.graph_def.node) > 0 and not _top_level_unknown(meta)
-
-
-def _wrong_kind(data, source, as_text):
-    """The GraphDefError for a SavedModel or MetaGraphDef, else None."""
-    if _saved_model_hint(data):
-        return GraphDefError(_SAVED_MODEL_MSG % source)
-    if _meta_graph_hint(data, as_text):
-        return GraphDefError(_META_GRAPH_MSG % source)
-    return None
-
-
-def _top_level_unknown(message):
-    try:
-        from google.protobuf import unknown_fields  # pylint: disable=import-outside-toplevel
-        return len(unknown_fields.UnknownFieldSet(message)) > 0
-    except (ImportError, TypeError, AttributeError):  # pragma: no cover
-        return False
-
-
-def _unknown_fields(graph_def, data, source):
-    """Raises if the binary GraphDef parsed from `data` holds fields that a
-    GraphDef, NodeDef, AttrValue... does not have, at any depth.
-
-    Protobuf keeps unknown fields and writes them back, so dropping them
-    shortens the serialization only if there were some; a canonical file
-    (what TensorFlow writes) re-serializes to its own length. Only when the
-    lengths differ is the file parsed again to compare exactly (duplicated
-    or non-canonical fields also change the length).
-    """
-    graph_def.DiscardUnknownFields()
-    known = len(graph_def.SerializeToString())
-    if known == len(data):
-        return
-    original = graph_pb2.GraphDef.FromString(data)
-    if len(original.SerializeToString()) == known:
-        return
-    for node in original.node:
-        size = len(node.SerializeToString())
-        node.DiscardUnknownFields()
-        if len(node.SerializeToString()) != size:
-            raise GraphDefError(
-                "%s: node %r (op %s) holds fields that a NodeDef (or its attr "
-                "values) does not have. The file is damaged, or not a GraphDef "
-                "written by TensorFlow; re-export the graph." % (
-                    source, node.name, node.op))
-    raise GraphDefError(
-        "%s: the GraphDef's versions or function library hold fields that a "
-        "GraphDef does not have. The file is damaged, or not a GraphDef "
-        "written by TensorFlow; re-export the graph." % source)
-
-
-_TEXT_START = re.compile(rb"\s*(?:#[^\n]*\n\s*)*[A-Za-z_\[{]")
-_CONTROL_BYTES = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def looks_like_text(data):
-    """True if `data` starts like a text-format message: a field name (or a
-    comment) and no control bytes in its first 4 KB. Binary GraphDefs start
-    with a field tag and a length, and hold control bytes almost at once."""
-    head = data[:4096]
-    return (_TEXT_START.match(head) is not None
-            and _CONTROL_BYTES.search(head) is None)
-
-
-def _format_order(data, source, text):
-    """Formats to try, the content's guess first; and a note for messages
-    when the content and the file name disagree."""
-    named_text = str(source).lower().endswith(_TEXT_SUFFIXES)
-    if text is not None:
-        return (text,), ""
-    as_text = looks_like_text(data)
-    note = ""
-    if as_text != named_text:
-        note = (" (the content looks %s although the name says %s; both "
-                "formats were tried)" % ("like text" if as_text else "binary",
-                                         "text" if named_text else "binary"))
-    return (as_text, not as_text), note
 
 
 def parse_graph_def(data, source="<bytes>", *, text=None):
@@ -188,7 +71,7 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
     if not data:
         raise GraphDefError("%s: the file is empty; expected a GraphDef "
                             "(binary .pb or text .pbtxt)" % source)
-    order, note = _format_order(data, source, text)
+    order, note = formats.format_order(data, source, text)
     graph_def, errors, binary = None, [], None
     for as_text in order:
         try:
@@ -197,7 +80,7 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
                                               graph_pb2.GraphDef())
             else:
                 graph_def = graph_pb2.GraphDef.FromString(data)
-                if _top_level_unknown(graph_def):
+                if formats.top_level_unknown(graph_def):
                     graph_def = None
                     errors.append("binary: fields that a GraphDef does not have")
                     continue
@@ -211,12 +94,12 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
                                       type(e).__name__))
             graph_def = None
     if graph_def is None:
-        raise _wrong_kind(data, source, order[0]) or GraphDefError(
+        raise formats.wrong_kind(data, source, order[0]) or GraphDefError(
             "%s: not a GraphDef, or a truncated/damaged one (%s)%s. Expected a "
             "frozen graph written by graph_def.SerializeToString() (.pb) or "
             "text_format (.pbtxt)." % (source, "; ".join(errors), note))
     if not graph_def.node or os.path.basename(str(source)) == "saved_model.pb":
-        wrong = _wrong_kind(data, source, binary is None)
+        wrong = formats.wrong_kind(data, source, binary is None)
         if wrong is not None:
             raise wrong
     if not graph_def.node:
@@ -224,18 +107,24 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
             "%s: parsed, but holds no nodes; expected a frozen GraphDef. Is it "
             "truncated, or a different kind of protobuf file?" % source)
     try:
-        if binary is not None:
-            _unknown_fields(graph_def, binary, source)
-        validate(graph_def, source, data=binary)
+        if binary is None:
+            validate(graph_def, source)
+        else:
+            # One C-level pass lists names, op types and inputs and looks
+            # for unknown fields in the nodes (see frozen.wire).
+            index = read_index(binary)
+            if index is None or index.unknown is not False:
+                formats.check_unknown_fields(binary, source)  # raises naming the node
+            check_bytes(binary, source, graph_def=graph_def, index=index)
     except GraphDefError:
-        wrong = _wrong_kind(data, source, binary is None)
+        wrong = formats.wrong_kind(data, source, binary is None)
         if wrong is None:
             raise
         raise wrong from None
     return graph_def
 
 
-def _read_regular_file(path):
+def read_regular_file(path):
     """The bytes of the regular file `path`, reading at most MAX_BYTES + 1.
 
     Opened without blocking and checked on the open descriptor, so a FIFO,
@@ -308,7 +197,7 @@ def load(path):
     if not os.path.exists(path):
         raise GraphDefError("%s: no such file; expected a GraphDef file (.pb "
                             "or .pbtxt)." % path)
-    return parse_graph_def(_read_regular_file(path), path)
+    return parse_graph_def(read_regular_file(path), path)
 
 
 def _same_file(a, b):
@@ -396,7 +285,7 @@ def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
                             % (path, type(graph_def).__name__))
     path, _ = check_output_path(path, source=source, overwrite=overwrite)
     if as_text is None:
-        as_text = path.lower().endswith(_TEXT_SUFFIXES)
+        as_text = path.lower().endswith(formats.TEXT_SUFFIXES)
     # Serialized in memory first (ByteSize() would cost a serialization of
     # its own): nothing touches the disk before the size is known.
     # Deterministic: map fields (NodeDef.attr) in key order, not in the
@@ -429,8 +318,21 @@ def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
         else:
             validate(graph_def, where, data=back)
 
+    write_bytes(data, path, overwrite=overwrite, verify=check)
+
+
+def write_bytes(data, path, *, overwrite=False, verify=None):
+    """Writes the GraphDef bytes `data` to `path` as `save` does: through a
+    temporary file, read back and passed to `verify` (which raises to
+    abort), then linked into place (or renamed, with `overwrite`).
+
+    Raises:
+      GraphDefError: `path` appeared while writing (without `overwrite`),
+        or whatever `verify` raises; OSError: the folder is not writable
+        or the disk is full. In every case nothing was written.
+    """
     try:
-        atomic_write(path, data, verify=check, keep_mode=False, exclusive=not overwrite)
+        atomic_write(path, data, verify=verify, keep_mode=False, exclusive=not overwrite)
     except FileExistsError:
         raise GraphDefError(
             "%s: appeared while the graph was being written (another process "

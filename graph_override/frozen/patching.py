@@ -12,13 +12,13 @@ from graph_override.frozen import library
 from graph_override.frozen import portable as portable_form
 from graph_override.frozen import verify
 from graph_override.frozen.inspection import v1_loops
-from graph_override.frozen.reports import V1_LOOP_HELP, NodeChange, PatchReport
+from graph_override.frozen.reports import V1_LOOP_HELP, NodeChange, NodeChanges, PatchReport
 from graph_override.frozen.rules import (GRADIENT_ATTR, RuleError, View, as_rules,
                                             check_matches, gradient_attr, node_list,
                                             nodes_by_gradient, select)
 from graph_override.errors import GraphDefError
 
-__all__ = ["make_portable", "patch"]
+__all__ = ["loop_warnings", "make_portable", "patch", "set_names"]
 
 
 
@@ -152,7 +152,7 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
             rules[r].remove or (rules[r].estimator and view.ops[i] == "IdentityN")
             for i, r in owner.items()):
         new, report = _set_names_fast(graph_def, view, rules, selected, owner)
-        report.warnings = _loop_warnings(graph_def, view)
+        report.warnings = loop_warnings(graph_def, view)
         return new, report
     # A copy: parsing the bytes at hand is faster than CopyFrom.
     new = graph_pb2.GraphDef.FromString(view.data)
@@ -216,11 +216,11 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
         report.unresolved_left = _non_portable_names(new)
     if nodes_added:
         verify.check_imports(new, what, rewritten)
-    report.warnings = _loop_warnings(graph_def, view)
+    report.warnings = loop_warnings(graph_def, view)
     return new, report
 
 
-def _loop_warnings(graph_def, view):
+def loop_warnings(graph_def, view):
     """The TF1 while loops that keep tf.gradients from working on the result."""
     loops = v1_loops(graph_def, view.ops)
     if not loops:
@@ -232,32 +232,53 @@ def _loop_warnings(graph_def, view):
 
 
 def _set_names_fast(graph_def, view, rules, selected, owner):
-    """`patch` when every change sets a name on a node that has none: the
-    attr is appended to each selected node's bytes (protobuf merges it into
-    the node's attr map), and the new GraphDef is parsed once from them."""
+    """`patch` when every change sets a name on a node that has none (see
+    `set_names`); the new GraphDef is parsed once from the bytes."""
+    data, report = set_names(view, rules, selected, owner, lambda i: graph_def.node[i])
+    return graph_pb2.GraphDef.FromString(data), report
+
+
+def set_names(view, rules, selected, owner, node_at):
+    """The bytes and `PatchReport` of `patch` when every change sets a name
+    on a node that has none: the attr is appended to each selected node's
+    bytes (protobuf merges it into the node's attr map), everything else is
+    kept byte for byte.
+
+    Args:
+      view: a `View` (names, op types, bytes) of the graph.
+      rules, selected, owner: the rules and what `select` gave.
+      node_at: node index -> NodeDef, read only for nodes whose op type may
+        have no data input.
+    """
     texts = [str(r) for r in rules]
     targets = [r.target for r in rules]
     entries = []
     for target in targets:
+        if target is None:  # a remove rule, here selecting no node
+            entries.append(None)
+            continue
         registry.resolve(target)
         entry = node_def_pb2.NodeDef()
         entry.attr[GRADIENT_ATTR].s = target.encode("utf-8")
         entries.append(entry.SerializeToString())
-    for i, r in owner.items():
-        if rules[r].estimator is not None and not _takes_inputs(view.ops[i]):
-            inputs = graph_def.node[i].input
-            if not inputs or inputs[0].startswith("^"):
-                raise RuleError("patch: node %r (op %s) has no input to pass a "
-                                "gradient to; narrow the rule %s"
-                                % (view.names[i], view.ops[i], rules[r]))
+    unchecked = {op for op, r in verify.op_rule_pairs(view.ops, owner)
+                 if rules[r].estimator is not None and not _takes_inputs(op)}
+    if unchecked:
+        for i, r in owner.items():
+            if rules[r].estimator is not None and view.ops[i] in unchecked:
+                inputs = node_at(i).input
+                if not inputs or inputs[0].startswith("^"):
+                    raise RuleError("patch: node %r (op %s) has no input to pass a "
+                                    "gradient to; narrow the rule %s"
+                                    % (view.index.name(i), view.ops[i], rules[r]))
     order = sorted(owner)
-    data = frozen_io.append_to_nodes(view.data, {i: entries[owner[i]] for i in order})
-    names, ops = view.names, view.ops
-    changes = [NodeChange(names[i], ops[i], "set", None, targets[owner[i]],
-                          texts[owner[i]]) for i in order]
+    data = frozen_io.append_to_nodes(view.data, {i: entries[owner[i]] for i in order},
+                                     nodes=view.index.nodes)
+    view.index.nodes = None  # its node bytes were changed in place
+    changes = NodeChanges(view.index.lazy_names, view.ops, order, owner, targets, texts)
     report = PatchReport(changes=changes, rule_matches=[
         (texts[j], len(selected[j])) for j in range(len(rules))])
-    return graph_pb2.GraphDef.FromString(data), report
+    return data, report
 
 
 @functools.lru_cache(maxsize=256)

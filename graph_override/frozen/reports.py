@@ -1,9 +1,11 @@
 """The reports of `graph_override.frozen.inspect`, `patch` and
 `make_portable`: JSON-ready dicts and plain-text tables."""
 
+import collections.abc
 import dataclasses
 
-__all__ = ["InspectReport", "NodeChange", "PatchReport", "V1_LOOP_HELP", "v1_loop_lines"]
+__all__ = ["InspectReport", "NodeChange", "NodeChanges", "PatchReport", "V1_LOOP_HELP",
+           "v1_loop_lines"]
 
 # What a user can do about a TF1 while loop in a frozen graph.
 V1_LOOP_HELP = (
@@ -29,6 +31,44 @@ class NodeChange:
         return dataclasses.asdict(self)
 
 
+class NodeChanges(collections.abc.Sequence):
+    """The "set" changes of a patch that named many nodes, as a read-only
+    list of `NodeChange`, each made when it is read: a million-node graph
+    then costs no million objects unless the caller asks for them.
+
+    Args:
+      names, ops: node names and op types, by node index.
+      order: the indices of the changed nodes, in node order.
+      rule_of: {node index: rule index}.
+      targets, texts: per rule, the name set and the rule's text.
+    """
+
+    def __init__(self, names, ops, order, rule_of, targets, texts):
+        self._names, self._ops, self._order = names, ops, order
+        self._rule_of, self._targets, self._texts = rule_of, targets, texts
+
+    def __len__(self):
+        return len(self._order)
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        i = self._order[k]
+        r = self._rule_of[i]
+        return NodeChange(self._names[i], self._ops[i], "set", None, self._targets[r],
+                          self._texts[r])
+
+    def __eq__(self, other):
+        if not isinstance(other, collections.abc.Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "NodeChanges(%r)" % (self[:3] + (["..."] if len(self) > 3 else []))
+
+
 @dataclasses.dataclass
 class PatchReport:
     """What `patch` / `make_portable` did: every node changed, how many each
@@ -41,6 +81,8 @@ class PatchReport:
     portable: bool = False
     unresolved_left: list = dataclasses.field(default_factory=list)
     warnings: list = dataclasses.field(default_factory=list)  # e.g. TF1 loops
+    # inspect(result).gradient_failures; filled in by patch_file only.
+    gradient_failures_left: list = None
 
     def to_dict(self):
         return {"portable": self.portable, "warnings": list(self.warnings),

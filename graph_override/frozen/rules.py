@@ -4,11 +4,12 @@
 import collections
 import dataclasses
 import fnmatch
+import itertools
 import re
 import warnings
 
 from graph_override import _compat, estimators, registry
-from graph_override.frozen import io as frozen_io
+from graph_override.frozen import wire
 from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError,
                                    UnknownOpTypeError)
 
@@ -241,37 +242,50 @@ def node_list(names, limit=5):
 class View:
     """Names and op types of a GraphDef's nodes and all their inputs (in one
     flat list), read once from its bytes (a C-level pass; see
-    graph_override.frozen.io), and whether any node may carry a gradient
+    graph_override.frozen.wire), and whether any node may carry a gradient
     name."""
 
-    def __init__(self, graph_def):
-        self.data = graph_def.SerializeToString()
-        index = frozen_io.fast_index(self.data, len(graph_def.node))
-        if index is None:  # unchecked, odd graph: read node by node
-            index = ([n.name for n in graph_def.node], [n.op for n in graph_def.node],
-                     [i for n in graph_def.node for i in n.input])
-        self.names, self.ops, self.inputs = index
+    def __init__(self, graph_def, data=None, index=None):
+        self.data = data if data is not None else graph_def.SerializeToString()
+        if index is None:
+            index = wire.read_index(self.data)
+        if graph_def is not None and (index is None
+                                      or len(index.names) != len(graph_def.node)):
+            index = wire.Index.from_graph_def(graph_def)  # unchecked, odd graph
+        self.index = index
+        self.ops = index.ops
         self.has_gradient_attrs = GRADIENT_ATTR_BYTES in self.data
+
+    @property
+    def names(self):
+        """Node names, in node order."""
+        return self.index.names
+
+    @property
+    def inputs(self):
+        """Every node's inputs, in node order."""
+        return self.index.inputs
 
 
 def select(graph_def, view, rules):
     """{rule index: [node indices]} and {node index: rule index}, the first
-    rule selecting a node winning."""
-    nodes = graph_def.node
+    rule selecting a node winning. `graph_def` is read only for rules
+    that select by gradient name."""
     attrs = None
     selected, owner = {}, {}
     for r, rule in enumerate(rules):
-        if rule.op_type is not None:
-            idx = [i for i, op in enumerate(view.ops) if op == rule.op_type]
+        if rule.op_type is not None:  # compress and map run in C
+            idx = list(itertools.compress(range(len(view.ops)),
+                                          map(rule.op_type.__eq__, view.ops)))
         else:
             idx = range(len(view.ops))
         if rule.name_regex is not None:
             search = re.compile(rule.name_regex).search
-            names = view.names
+            names = view.index.lazy_names
             idx = [i for i in idx if search(names[i])]
         if rule.gradient_op_type is not None:
             if attrs is None:
-                attrs = {i: gradient_attr(n) for i, n in enumerate(nodes)
+                attrs = {i: gradient_attr(n) for i, n in enumerate(graph_def.node)
                          if view.has_gradient_attrs and GRADIENT_ATTR in n.attr}
             idx = [i for i in idx if attrs.get(i) is not None
                    and fnmatch.fnmatchcase(attrs[i], rule.gradient_op_type)]

@@ -18,7 +18,7 @@ from graph_override import _compat, estimators
 from graph_override.errors import RuleError
 
 __all__ = ["IDENTITY_OPS", "check_fits", "check_fits_node", "check_function_shapes",
-           "check_imports", "output_dtypes"]
+           "check_imports", "needs_import", "op_rule_pairs", "output_dtypes"]
 
 # Op types whose output 0 is their input 0: scaling or reversing their
 # gradient is what flip_gradient and scale_gradient mean.
@@ -140,46 +140,78 @@ def check_function_shapes(graph_def, fname, named, what):
                         y.shape, x.dtype.name, x.shape, _SHAPE_HINT))
 
 
-def check_fits(graph_def, ops, selected, rules, what, *, allow_replace=False):
+def check_fits(graph_def, ops, selected, rules, what, *, allow_replace=False,
+               node_at=None, names=None):
     """Refuses estimator rules that cannot work on the nodes they select.
 
     Args:
-      graph_def: the input GraphDef (top-level nodes).
+      graph_def: the input GraphDef (top-level nodes), or None with
+        `node_at` and `names` (then no node may need a graph import:
+        see `needs_import`).
       ops: the op type of each top-level node.
       selected: {node index: rule index} of the top-level nodes to change.
       rules: the rules.
       what: "patch" or "make_portable", for messages.
       allow_replace: accept flip/scale/clip_gradient on non-identity ops.
+      node_at: node index -> NodeDef (default: graph_def.node[i]).
+      names: the name of each top-level node (default: read from nodes).
 
     Raises:
       RuleError: naming the node, its op, the shapes or dtypes, and what
         would work.
     """
-    nodes = graph_def.node
+    if node_at is None:
+        node_at = graph_def.node.__getitem__
+
+    def name_of(i):
+        return names[i] if names is not None else node_at(i).name
+
+    # The checks depend on the op type and the rule; nodes are read one by
+    # one only where the OpDef leaves the dtypes to the node's attrs.
     to_import = []
-    same_dtype = {}
-    for i, r in sorted(selected.items()):
-        rule, op = rules[r], ops[i]
+    for op, r in sorted(op_rule_pairs(ops, selected), key=lambda p: (p[1], p[0])):
+        rule = rules[r]
         if rule.estimator is None or op == "IdentityN":
             continue
+        members = None
         if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
                 and op not in IDENTITY_OPS and not allow_replace):
-            raise _replace_error(what, rule, nodes[i].name, op)
-        if op not in same_dtype:
-            same_dtype[op] = _same_dtype_by_def(op)
-        if not same_dtype[op]:
-            node = nodes[i]
-            x_type, y_type = output_dtypes(node)
-            if x_type is not None and y_type is not None and x_type != y_type:
-                raise RuleError(
-                    "%s: %s on node %r (op %s): its output is %s but its first "
-                    "input is %s. %s." % (what, rule.estimator, node.name, op,
-                                          _dtype_name(y_type), _dtype_name(x_type),
-                                          _SHAPE_HINT))
+            members = _members(ops, selected, op, r)
+            raise _replace_error(what, rule, name_of(members[0]), op)
+        if not _same_dtype_by_def(op):
+            members = members or _members(ops, selected, op, r)
+            for i in members:
+                node = node_at(i)
+                x_type, y_type = output_dtypes(node)
+                if x_type is not None and y_type is not None and x_type != y_type:
+                    raise RuleError(
+                        "%s: %s on node %r (op %s): its output is %s but its first "
+                        "input is %s. %s." % (what, rule.estimator, node.name, op,
+                                              _dtype_name(y_type), _dtype_name(x_type),
+                                              _SHAPE_HINT))
         if op not in _SAME_SHAPE_OPS:
-            to_import.append((nodes[i].name, rule))
+            members = members or _members(ops, selected, op, r)
+            to_import.extend((name_of(i), rule) for i in members)
     if to_import:
         _check_shapes(graph_def, to_import, what)
+
+
+def op_rule_pairs(ops, selected):
+    """The distinct (op type, rule index) pairs of `selected` ({node index:
+    rule index}), found in C."""
+    return set(zip(map(ops.__getitem__, selected), selected.values()))
+
+
+def _members(ops, selected, op, r):
+    """The node indices of `selected` of type `op` owned by rule `r`, in order."""
+    return sorted(i for i, s in selected.items() if s == r and ops[i] == op)
+
+
+def needs_import(ops, selected, rules, pairs=None):
+    """True if `check_fits` would import the graph to compare shapes."""
+    pairs = pairs if pairs is not None else op_rule_pairs(ops, selected)
+    return any(rules[r].estimator is not None and op not in _SAME_SHAPE_OPS
+               and op != "IdentityN" for op, r in pairs)
 
 
 def _check_shapes(graph_def, named, what):

@@ -1,0 +1,213 @@
+"""`graph_override.frozen.patch_file`: patch a GraphDef file into another
+in one pass over its bytes (what ``graph-override patch`` runs).
+
+`load`, `patch` and `save` each take or give a GraphDef message, so each
+must check what it is given: a file goes through three parses, three
+structural checks and two serializations. For the most common patch (set
+an estimator's name on nodes that have no gradient name, in a binary graph
+with no function library) none of that is needed, and `patch_file` works on
+the bytes instead:
+
+1. read the file (`read_regular_file`: regular files up to 2 GB only);
+2. one C-level parse for unknown fields at any depth
+   (`wire.has_unknown_fields`), one that slices out each node's bytes and
+   one that lists names, op types and inputs (`wire.read_index`);
+3. every structural check of `load` (`checks.check_bytes`: names, op
+   types, duplicates, dangling inputs, output indexes, self-reads,
+   cycles), each NodeDef parsed only where a check needs its attrs;
+4. the rules: selection, `check_fits` and the "has an input" check as in
+   `patch`;
+5. the name is appended to each selected node's bytes; every other byte
+   is kept, so the output differs from the input by exactly the attrs
+   set, and the same input gives the same file in every process;
+6. `write_bytes` (temporary file, fsync, read back and compared byte for
+   byte, parsed again for unknown fields, then linked into place).
+
+Anything else (text files, function libraries, graphs that already carry
+gradient names, `remove` and ``gradient:`` rules, IdentityN rewrites,
+nodes whose shapes need a graph import, `portable`) takes the message
+path, `load` + `patch`/`make_portable` + `save`, with the same results and
+errors; so does any input the bytes path finds wrong, so that errors name
+the culprit exactly as `load` does.
+"""
+
+import os
+
+from tensorflow.core.framework import node_def_pb2
+
+from graph_override.errors import GraphDefError
+from graph_override.frozen import checks, formats, inspection, patching, verify, wire
+from graph_override.frozen import io as frozen_io
+from graph_override.frozen.rules import (GRADIENT_ATTR_BYTES, View, as_rules,
+                                         check_matches, select)
+
+__all__ = ["patch_file"]
+
+
+class _Nodes:
+    """graph_def.node for a graph kept as bytes: NodeDef i is parsed from
+    its bytes when it is read."""
+
+    def __init__(self, raw):
+        self._raw = raw
+
+    def __len__(self):
+        return len(self._raw)
+
+    def __getitem__(self, i):
+        return node_def_pb2.NodeDef.FromString(self._raw[i])
+
+
+class _Graph:
+    def __init__(self, raw):
+        self.node = _Nodes(raw)
+
+
+class _Fallback(Exception):
+    """The bytes path does not apply; take the message path."""
+
+
+def _index_of(data, source):
+    """The checked `Index` of the binary GraphDef `data`, or _Fallback."""
+    if (not data or formats.looks_like_text(data)
+            or str(source).lower().endswith(formats.TEXT_SUFFIXES)
+            or os.path.basename(str(source)) == "saved_model.pb"):
+        raise _Fallback()
+    try:
+        nodes = wire.parse_nodes(data)
+    except Exception:  # pylint: disable=broad-except
+        raise _Fallback() from None  # load says why the bytes do not parse
+    if nodes.library or not len(nodes.node):
+        raise _Fallback()
+    index = wire.read_index(data, nodes)
+    if index is None or index.unknown is not False:
+        raise _Fallback()  # load names the node, or says why the bytes do not parse
+    try:
+        checks.check_bytes(data, source, index=index)
+    except Exception:  # pylint: disable=broad-except
+        raise _Fallback() from None  # load names the node, with its hints
+    return index
+
+
+def _patch_bytes(data, index, rules, on_no_match, allow_replace):
+    """(new bytes, PatchReport) of `patch`, or _Fallback."""
+    if any(r.remove or r.gradient_op_type is not None for r in rules):
+        raise _Fallback()
+    view = View(None, data=data, index=index)
+    if view.has_gradient_attrs:
+        raise _Fallback()
+    selected, owner = select(None, view, rules)
+    check_matches(rules, selected, on_no_match)
+    pairs = verify.op_rule_pairs(view.ops, owner)
+    if (any(op == "IdentityN" and rules[r].estimator for op, r in pairs)
+            or verify.needs_import(view.ops, owner, rules, pairs)):
+        raise _Fallback()
+    graph = _Graph(index.nodes.node)
+    verify.check_fits(None, view.ops, owner, rules, "patch", allow_replace=allow_replace,
+                      node_at=graph.node.__getitem__, names=index.lazy_names)
+    warnings = patching.loop_warnings(graph, view)
+    failures = inspection.gradient_failures(index.lazy_names, view.ops,
+                                            graph.node.__getitem__, named=owner)
+    new, report = patching.set_names(view, rules, selected, owner, graph.node.__getitem__)
+    report.warnings = warnings
+    report.gradient_failures_left = failures
+    return new, report
+
+
+def _message_path(model, output, rules, portable, overwrite, on_no_match, allow_replace):
+    graph_def = frozen_io.load(model)
+    apply = patching.make_portable if portable else patching.patch
+    new, report = apply(graph_def, rules, on_no_match=on_no_match,
+                        allow_replace=allow_replace)
+    if output is not None:
+        frozen_io.save(new, output, overwrite=overwrite, source=model)
+    report.gradient_failures_left = inspection.inspect(new).gradient_failures
+    return report
+
+
+def patch_file(model, output, rules, *, portable=False, overwrite=False,
+               on_no_match="raise", allow_replace=False):
+    """Reads the GraphDef file `model`, patches it and writes `output`.
+
+    The same as ``save(patch(load(model), rules), output)`` (or
+    `make_portable` with `portable`): the same checks, refusals and errors,
+    and a graph that differentiates the same. For a binary graph without a
+    function library, where every rule sets an estimator or a registered
+    name on nodes that have none, the work is done on the file's bytes (see
+    the module): about a third of the time and half the memory of the
+    message path on a million-node graph, and the output is the input with
+    the gradient attrs added, byte for byte otherwise.
+
+    Example:
+      >>> import os, tempfile
+      >>> import tensorflow as tf
+      >>> from graph_override import frozen
+      >>> with tf.Graph().as_default() as g:
+      ...     y = tf.sign(tf.compat.v1.placeholder(tf.float32, name="x"), name="y")
+      >>> folder = tempfile.mkdtemp()
+      >>> frozen.save(g.as_graph_def(), os.path.join(folder, "model.pb"))
+      >>> report = frozen.patch_file(os.path.join(folder, "model.pb"),
+      ...                            os.path.join(folder, "fixed.pb"), ["Sign=ste_sign"])
+      >>> [(c.node, c.after) for c in report.changes]
+      [('y', 'graph_override.ste_sign(clip_value=1.0)')]
+      >>> report.gradient_failures_left
+      []
+
+    Args:
+      model: the input file (binary or text GraphDef).
+      output: the file to write, or None to write nothing (a dry run).
+      rules: as in `patch`.
+      portable: rewrite into stop_gradient subgraphs (`make_portable`).
+      overwrite: replace an existing `output`, the input among them.
+      on_no_match, allow_replace: as in `patch`.
+
+    Returns:
+      The `PatchReport`, with ``gradient_failures_left``: what
+      ``inspect(result).gradient_failures`` lists.
+
+    Raises:
+      GraphDefError: as `load` and `save`; RuleError, NoMatchError,
+        UnknownOpTypeError: as `patch`. Nothing is written then.
+    """
+    model = os.fspath(model)
+    rules = as_rules(rules)
+    if output is not None:
+        output, _ = frozen_io.check_output_path(output, source=model, overwrite=overwrite)
+    if not portable and os.path.isfile(model):
+        data = frozen_io.read_regular_file(model)
+        try:
+            index = _index_of(data, model)
+            new, report = _patch_bytes(data, index, rules, on_no_match, allow_replace)
+        except _Fallback:
+            pass
+        else:
+            if output is not None:
+                _write(new, output, overwrite, len(index.ops))
+            return report
+    return _message_path(model, output, rules, portable, overwrite, on_no_match,
+                         allow_replace)
+
+
+def _write(data, path, overwrite, node_count):
+    if len(data) > frozen_io.MAX_BYTES:
+        raise GraphDefError(
+            "%s: the graph is %d bytes, over protobuf's limit of %d (2 GB); "
+            "nothing was written. Keep large weights outside the GraphDef "
+            "(a SavedModel stores them as variables)." % (
+                path, len(data), frozen_io.MAX_BYTES))
+    where = "%s (nothing was written)" % path
+
+    def check(back):
+        # The bytes read back were compared with `data` by write_bytes. They
+        # are the checked input's nodes, each kept byte for byte and some
+        # followed by a serialized attr entry: they must still split into
+        # as many nodes, with the same non-node fields.
+        try:
+            written = wire.parse_nodes(back)
+        except Exception as e:  # pylint: disable=broad-except
+            raise GraphDefError("%s: the output does not re-parse: %s" % (where, e)) from e
+        if len(written.node) != node_count:
+            raise GraphDefError("%s: the output holds %d nodes, not %d" % (
+                where, len(written.node), node_count))
+
+    frozen_io.write_bytes(data, path, overwrite=overwrite, verify=check)
