@@ -243,9 +243,64 @@ def test_the_index_is_what_a_full_parse_gives(graph):
     assert index.names == [n.name for n in graph_def.node]
     assert index.ops == [n.op for n in graph_def.node]
     assert index.inputs == [i for n in graph_def.node for i in n.input]
-    src = np.array([-2 if not i else 0 for i in index.raw_marked])
-    counts, real = wire.node_counts(src, len(graph_def.node))
-    assert counts.tolist() == [len(n.input) for n in graph_def.node]
-    assert len(real) == len(index.inputs)
+    assert index.counts.tolist() == [len(n.input) for n in graph_def.node]
     assert index.unknown is False
     assert list(index.lazy_names) == index.names
+
+
+def _node_bytes(*fields):
+    return b"".join(_field(number, payload) for number, payload in fields)
+
+
+_T_FLOAT = _field(1, b"T") + _field(2, _varint(6 << 3) + _varint(1))  # attr T: float
+
+
+def _layouts():
+    """The same graph (x -> y = Sign(x) -> z = AddN(x, y)) laid out in ways
+    protobuf accepts but does not write: {name: (bytes, as written)}."""
+    x = _node_bytes((1, b"x"), (2, b"Placeholder"), (5, _field(1, b"dtype")
+                                                        + _field(2, _varint(6 << 3) + _varint(1))))
+    y_fields = [(1, b"y"), (2, b"Sign"), (3, b"x"), (5, _T_FLOAT)]
+    z = _node_bytes((1, b"z"), (2, b"AddN"), (3, b"x"), (3, b"y"), (5, _T_FLOAT),
+                    (5, _field(1, b"N") + _field(2, _varint(3 << 3) + _varint(2))))
+    versions = _field(4, _varint(1 << 3) + _varint(27))
+
+    def graph(y, nodes_first=True, x_head=None):
+        nodes = (x_head or _field(1, x)) + _field(1, _node_bytes(*y)) + _field(1, z)
+        return nodes + versions if nodes_first else versions + nodes
+
+    canonical = graph(y_fields)
+    return canonical, {
+        "input_after_attr": graph([y_fields[0], y_fields[1], y_fields[3], y_fields[2]]),
+        "op_before_name": graph([y_fields[1], y_fields[0], y_fields[2], y_fields[3]]),
+        "versions_first": graph(y_fields, nodes_first=False),
+        "long_length_prefix": graph(y_fields, x_head=b"\x0a" + bytes([len(x) | 0x80, 0]) + x),
+    }
+
+
+@pytest.mark.parametrize("layout", sorted(_layouts()[1]))
+def test_layouts_protobuf_does_not_write_take_the_slow_path_with_the_same_result(
+        tmp_path, layout):
+    canonical, layouts = _layouts()
+    data = layouts[layout]
+    expected = graph_pb2.GraphDef.FromString(canonical)
+    assert graph_pb2.GraphDef.FromString(data) == expected  # the same graph
+    assert wire.read_index(canonical).counts.tolist() == [0, 1, 2]
+    assert wire.read_index(data) is None  # not the fast layout: the slow path
+    model = test_frozen_io._write(tmp_path / "model.pb", data)
+    assert frozen.load(model) == expected
+    report = frozen.patch_file(model, str(tmp_path / "out.pb"), ["Sign=ste_sign"])
+    assert [c.node for c in report.changes] == ["y"]
+    fixed, _ = frozen.patch(expected, ["Sign=ste_sign"])
+    assert graph_pb2.GraphDef.FromString((tmp_path / "out.pb").read_bytes()) == fixed
+
+
+def test_input_counts_of_a_node_with_hundreds_of_inputs():
+    with tf.Graph().as_default() as g:
+        xs = [tf.compat.v1.placeholder(tf.float32, [2], name="x%d" % i) for i in range(300)]
+        total = tf.add_n(xs, name="sum")
+        tf.add_n([total, xs[0], xs[1]], name="y")
+    graph_def = g.as_graph_def()
+    index = wire.read_index(graph_def.SerializeToString())
+    assert index.counts.tolist() == [len(n.input) for n in graph_def.node]
+    assert index.counts.max() == 300

@@ -27,7 +27,7 @@ from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from graph_override import _compat
 from graph_override.errors import GraphDefError
-from graph_override.frozen.wire import Index, node_counts, read_index
+from graph_override.frozen.wire import Index, read_index
 
 __all__ = ["check_bytes", "check_structure", "validate"]
 
@@ -150,40 +150,25 @@ def check_structure(graph):
     index = dict(zip(names, range(n)))
     if len(index) != n:
         graph.slow_check()  # raises, naming the duplicate
-    # Plain node names resolve in C; the end-of-node marks to -2, the rest
-    # ("^ctrl", "node:1") to -1 here.
-    index[b""] = -2
-    marked = graph.index.raw_marked
-    src = np.fromiter(map(index.get, marked, itertools.repeat(-1)), np.int64, len(marked))
-    split = node_counts(src, n)
-    if split is None:  # an empty input: the slow path names it
-        graph.slow_check()
-        raise GraphDefError("%s: a node has an empty input name" % graph.source)
-    counts, real = split
-    src = src[real]
+    # Plain node names resolve in C; the rest ("^ctrl", "node:1") to -1 here.
+    inputs = graph.index.raw_inputs
+    src = np.fromiter(map(index.get, inputs, itertools.repeat(-1)), np.int64, len(inputs))
     if not len(src):
         return
     port = np.zeros(len(src), np.int64)
-    bad = np.flatnonzero(src < 0)
-    if len(bad):
-        del index[b""]
-        positions = real[bad].tolist()
-        for j, at in zip(bad.tolist(), positions):
-            ref = marked[at]
-            try:
-                src[j], port[j] = _parse_special(ref, index)
-            except ValueError:
-                src[j] = -1
-            if src[j] < 0:
-                graph.slow_check()  # raises, naming node and input
-                raise GraphDefError("%s: the input %r is malformed; expected NODE, "
-                                    "NODE:INDEX or ^NODE" % (
-                                        graph.source, ref.decode("utf-8", "replace")))
-    dst = np.repeat(np.arange(n, dtype=np.int64), counts)
+    for j in np.flatnonzero(src < 0).tolist():
+        try:
+            src[j], port[j] = _parse_special(inputs[j], index)
+        except ValueError:
+            src[j] = -1
+        if src[j] < 0:
+            graph.slow_check()  # raises, naming node and input
+            raise GraphDefError("%s: the input %r is malformed; expected NODE, "
+                                "NODE:INDEX or ^NODE" % (
+                                    graph.source, inputs[j].decode("utf-8", "replace")))
+    dst = np.repeat(np.arange(n, dtype=np.int64), graph.index.counts)
     control = port < 0
-
-    def ref(j):
-        return marked[int(real[j])]
+    ref = inputs.__getitem__
 
     # A node reading itself.
     self_read = np.flatnonzero(src == dst)

@@ -1,22 +1,21 @@
 """C-level views of a serialized GraphDef (see `graph_override.frozen.io`).
 
-Protobuf is asked to parse the bytes as throw-away message types built from
-descriptors at import, so that the work over a large graph happens in C,
-with no Python loop over nodes:
+The bytes are parsed as throw-away message types built from descriptors at
+import, and read with numpy, so that the work over a large graph happens
+in C, with no Python loop over nodes:
 
-* `Nodes`: the GraphDef with each NodeDef kept as raw bytes, in node order
-  (a parse that only slices), and written back byte for byte with
+* `parse_nodes`: the GraphDef with each NodeDef kept as raw bytes, in node
+  order (a parse that only slices), written back byte for byte by
   `append_to_nodes`;
-* `read_index`: names, op types and inputs of every node, and how many
-  inputs each has. The raw node bytes are joined with an empty ``input``
-  field after each node and parsed as *one* NodeDef-like message whose name,
-  op and input fields are repeated: protobuf appends every node's fields in
-  order, and the empty inputs mark where each node's inputs end;
-* `has_unknown_fields`: whether any message at any depth holds a field its
-  type does not have. The bytes are parsed as a copy of the GraphDef schema
-  in which every message field is singular: protobuf merges all nodes, attr
-  values and tensors into one small tree, whose unknown fields (which
-  protobuf keeps on merge) are then looked at in Python.
+* `read_index`: names, op types and inputs of every node, and whether any
+  message at any depth holds a field its type does not have. The bytes are
+  parsed as a copy of the GraphDef schema in which every message field is
+  singular and NodeDef's name, op and input are repeated: protobuf merges
+  all nodes, attr values and tensors into one small tree, collecting the
+  names, op types and inputs in order and keeping every unknown field,
+  which is then looked for in Python;
+* `input_counts`: how many inputs each node has, read from the bytes with
+  numpy, field by field for all nodes at once.
 """
 
 import collections.abc
@@ -25,16 +24,12 @@ import numpy as np
 from google.protobuf import descriptor, descriptor_pb2, descriptor_pool, message_factory
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-__all__ = ["Index", "append_to_nodes", "fast_index", "has_unknown_fields", "node_counts",
+__all__ = ["Index", "append_to_nodes", "fast_index", "has_unknown_fields", "input_counts",
            "parse_nodes", "read_index"]
 
 _FD = descriptor.FieldDescriptor
 _STRING, _BYTES = _FD.TYPE_STRING, _FD.TYPE_BYTES
 _OPTIONAL, _REPEATED = _FD.LABEL_OPTIONAL, _FD.LABEL_REPEATED
-
-# An empty NodeDef.input field (field 3, length 0): the end-of-node mark.
-_MARK = b"\x1a\x00"
-
 
 def _message_class(fdp, name):
     pool = descriptor_pool.DescriptorPool()
@@ -74,8 +69,9 @@ def _merged_class(root, name, repeated=None):
     that parsing merges all their occurrences into one message. Scalars keep
     their type and label (repeated ones accumulate) and enums become int32:
     the same bytes are known, or unknown, as to the real schema.
-    `repeated` ({field name: type}) makes scalar fields of `root` itself
-    repeated, with that type, so that they collect every occurrence."""
+    `repeated` ({message type's full name: {field name: type}}) makes those
+    scalar fields repeated, with that type, so that they collect every
+    occurrence."""
     fdp = _file(name)
     repeated = repeated or {}
 
@@ -95,9 +91,9 @@ def _merged_class(root, name, repeated=None):
                                   label=_OPTIONAL,
                                   type_name=".%s.%s" % (fdp.package, local(f.message_type)))
                 todo.append(f.message_type)
-            elif d is root and f.name in repeated:
-                message.field.add(name=f.name, number=f.number, type=repeated[f.name],
-                                  label=_REPEATED)
+            elif f.name in repeated.get(d.full_name, ()):
+                message.field.add(name=f.name, number=f.number,
+                                  type=repeated[d.full_name][f.name], label=_REPEATED)
             else:
                 message.field.add(
                     name=f.name, number=f.number,
@@ -107,10 +103,10 @@ def _merged_class(root, name, repeated=None):
 
 
 _Nodes = _nodes_class()
-_MergedGraphDef = _merged_class(graph_pb2.GraphDef.DESCRIPTOR, "merged_graph")
-# All NodeDefs merged into one, their names, op types and inputs collected.
-_MergedNodes = _merged_class(node_def_pb2.NodeDef.DESCRIPTOR, "merged_nodes", {
-    "name": _BYTES, "op": _STRING, "input": _BYTES})
+# Every NodeDef merged into one, collecting names, op types and inputs.
+_MergedGraphDef = _merged_class(graph_pb2.GraphDef.DESCRIPTOR, "merged_graph", {
+    node_def_pb2.NodeDef.DESCRIPTOR.full_name: {"name": _BYTES, "op": _STRING,
+                                                "input": _BYTES}})
 
 
 def parse_nodes(data):
@@ -125,17 +121,16 @@ class Index:
     Attributes:
       raw_names: node names as bytes (UTF-8), in node order.
       ops: op types (str), in node order.
-      raw_marked: every node's inputs as bytes, in node order, each node's
-        followed by b"" (no input can be empty), so that input counts come
-        out of a vectorized lookup (see `graph_override.frozen.checks`).
+      raw_inputs: every node's inputs as bytes, in node order.
+      counts: how many inputs each node has (numpy int64).
       nodes: the `Nodes` message (raw node bytes), or None.
-      unknown: True if a node holds a field NodeDef (or what it holds, at
-        any depth) does not have; None if not looked at.
+      unknown: True if the graph holds a field its message type does not
+        have, at any depth; None if not looked at.
     """
 
-    def __init__(self, raw_names, ops, raw_marked, nodes=None, unknown=None):
-        self.raw_names, self.ops, self.raw_marked = raw_names, ops, raw_marked
-        self.nodes, self.unknown = nodes, unknown
+    def __init__(self, raw_names, ops, raw_inputs, counts, nodes=None, unknown=None):
+        self.raw_names, self.ops, self.raw_inputs = raw_names, ops, raw_inputs
+        self.counts, self.nodes, self.unknown = counts, nodes, unknown
         self._names = self._inputs = None
 
     @property
@@ -149,7 +144,7 @@ class Index:
     def inputs(self):
         """Every node's inputs (str) in one list, in node order."""
         if self._inputs is None:
-            self._inputs = [i.decode("utf-8") for i in self.raw_marked if i]
+            self._inputs = [i.decode("utf-8") for i in self.raw_inputs]
         return self._inputs
 
     def name(self, i):
@@ -165,13 +160,13 @@ class Index:
     @classmethod
     def from_graph_def(cls, graph_def):
         """The index of a message, node by node (slow, for odd graphs)."""
-        names, ops, marked = [], [], []
+        names, ops, inputs, counts = [], [], [], []
         for node in graph_def.node:
             names.append(node.name.encode("utf-8"))
             ops.append(node.op)
-            marked.extend(i.encode("utf-8") for i in node.input)
-            marked.append(b"")
-        return cls(names, ops, marked)
+            inputs.extend(i.encode("utf-8") for i in node.input)
+            counts.append(len(node.input))
+        return cls(names, ops, inputs, np.array(counts, np.int64))
 
 
 class _Decoded(collections.abc.Sequence):
@@ -191,33 +186,110 @@ class _Decoded(collections.abc.Sequence):
 
 def read_index(data, nodes=None):
     """The `Index` of the serialized GraphDef `data`, with `Index.unknown`
-    set, or None when a node does not hold exactly one name and one op, or
-    the bytes do not parse (then the slow path finds and names the culprit)."""
+    set; None when the bytes do not parse or are not laid out as TensorFlow
+    (and protobuf itself) writes them: nodes first, each starting with its
+    name and op type, then its inputs (the slow path then reads the graph
+    node by node, and names a culprit if there is one)."""
     try:
         nodes = nodes if nodes is not None else _Nodes.FromString(data)
-        raw = nodes.node
-        merged = _MergedNodes.FromString(_MARK.join(raw) + _MARK if len(raw) else b"")
-    except Exception:  # pylint: disable=broad-except
-        return None
-    n = len(raw)
-    if len(merged.name) != n or len(merged.op) != n:
-        return None
-    try:
-        unknown = _has_unknown(merged) or _graph_fields_unknown(nodes)
+        merged = _MergedGraphDef.FromString(data)
+        unknown = _has_unknown(merged)
     except ImportError:  # pragma: no cover - protobuf without unknown_fields
-        unknown = None
+        return None
     except Exception:  # pylint: disable=broad-except
         return None
-    return Index(list(merged.name), list(merged.op), list(merged.input), nodes, unknown)
+    fields, n = merged.node, len(nodes.node)
+    if len(fields.name) != n or len(fields.op) != n:
+        return None
+    inputs = list(fields.input)
+    counts = input_counts(data, nodes.node, len(inputs))
+    if counts is None:
+        return None
+    return Index(list(fields.name), list(fields.op), inputs, counts, nodes, unknown)
 
 
-def _graph_fields_unknown(nodes):
-    """Unknown fields in the GraphDef's fields other than its nodes."""
-    if not (nodes.library or nodes.versions or nodes.debug_info):
-        return False
-    rest = _Nodes(library=nodes.library, version=nodes.version,
-                  versions=nodes.versions, debug_info=nodes.debug_info)
-    return has_unknown_fields(rest.SerializeToString())
+def _varints(arr, pos):
+    """(values, sizes) of the varints at positions `pos` of the uint8 array
+    `arr`, or None if one runs past the end or over 4 bytes (2**28)."""
+    if pos.max(initial=-1) >= len(arr):
+        return None
+    first = arr[pos]
+    if not (first & 0x80).any():  # the usual case: all under 128, one byte each
+        return first.astype(np.int64), np.ones(len(pos), np.int64)
+    value = np.zeros(len(pos), np.int64)
+    size = np.zeros(len(pos), np.int64)
+    more = np.ones(len(pos), bool)
+    for k in range(4):
+        at = pos + k
+        if at[more].max(initial=-1) >= len(arr):
+            return None
+        byte = arr[np.minimum(at, len(arr) - 1)].astype(np.int64)
+        value[more] |= (byte[more] & 0x7F) << (7 * k)
+        size[more] += 1
+        more &= byte >= 0x80
+        if not more.any():
+            return value, size
+    return None
+
+
+def input_counts(data, raw, total):
+    """How many inputs each node of the serialized GraphDef `data` has,
+    read from the bytes with numpy: every node at once, field by field.
+
+    The node fields must come first (field 1, in node order), with minimal
+    length prefixes, and each node must start with its name (field 1) and
+    op type (field 2) followed by its inputs (field 3): the order in which
+    protobuf writes them. The counts must add up to `total` (all inputs,
+    from a parse): inputs anywhere else in a node make them fall short.
+
+    Args:
+      data: the bytes.
+      raw: the node bytes (`Nodes.node`), for their lengths.
+      total: the number of inputs in all nodes.
+
+    Returns:
+      A numpy int64 array, one count per node, or None when the bytes are
+      laid out otherwise.
+    """
+    n = len(raw)
+    if n == 0:
+        return np.zeros(0, np.int64) if total == 0 else None
+    arr = np.frombuffer(data, np.uint8)
+    lens = np.fromiter(map(len, raw), np.int64, n)
+    # A node's head: its tag (1 byte) and its length as a varint (1 to 5).
+    head = 2 + np.searchsorted(np.array([1 << 7, 1 << 14, 1 << 21, 1 << 28]), lens,
+                               side="right")
+    ends = np.cumsum(head + lens)
+    starts = ends - lens
+    if ends[-1] > len(arr) or (arr[starts - head] != 0x0A).any():
+        return None
+    decoded = _varints(arr, starts - head + 1)  # the length prefixes, minimal
+    if decoded is None or (decoded[0] != lens).any() or (decoded[1] != head - 1).any():
+        return None
+    pos = starts.copy()
+    for tag in (0x0A, 0x12):  # name, op
+        if (pos >= ends).any() or (arr[np.minimum(pos, len(arr) - 1)] != tag).any():
+            return None
+        decoded = _varints(arr, pos + 1)
+        if decoded is None:
+            return None
+        pos = pos + 1 + decoded[1] + decoded[0]
+    if (pos > ends).any():
+        return None
+    counts = np.zeros(n, np.int64)
+    active = np.flatnonzero(pos < ends)
+    active = active[arr[pos[active]] == 0x1A]
+    while len(active):  # one more input of every node that has one more
+        decoded = _varints(arr, pos[active] + 1)
+        if decoded is None:
+            return None
+        pos[active] += 1 + decoded[1] + decoded[0]
+        counts[active] += 1
+        if (pos[active] > ends[active]).any():
+            return None
+        active = active[pos[active] < ends[active]]
+        active = active[arr[pos[active]] == 0x1A]
+    return counts if int(counts.sum()) == total else None
 
 
 def fast_index(data, node_count):
@@ -264,14 +336,3 @@ def _has_unknown(merged):
         todo.extend(v for f, v in message.ListFields()
                     if f.type == _FD.TYPE_MESSAGE)
     return False
-
-
-def node_counts(src_marked, node_count):
-    """(inputs per node, the positions of real inputs) from the lookup of an
-    `Index`'s marked inputs, where marks were looked up as -2; None if the
-    marks do not match the node count (an empty input in a damaged node)."""
-    marks = np.flatnonzero(src_marked == -2)
-    if len(marks) != node_count:
-        return None
-    counts = np.diff(marks, prepend=-1) - 1
-    return counts, np.flatnonzero(src_marked != -2)
