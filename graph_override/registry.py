@@ -31,6 +31,7 @@ __all__ = [
     "is_resolvable",
     "parse_builtin_name",
     "register_gradient",
+    "registered_name",
     "registry_size",
     "resolve",
     "resolve_function",
@@ -215,6 +216,18 @@ def register_gradient(fn=None, *, name=None):
     with _lock:
         return _register_locked(fn, name or _default_name(fn),
                                 explicit=name is not None)
+
+
+def registered_name(fn):
+    """The name gradient function `fn` is registered under, through
+    `register_gradient` or ``tf.RegisterGradient`` (the first in sorted order
+    if several), or None."""
+    with _lock:
+        names = sorted(n for n, (f, _) in _owned.items() if f is fn)
+    if not names:
+        names = sorted(n for n in _compat.gradient_registry_names()
+                       if _compat.lookup_gradient(n) is fn)
+    return names[0] if names else None
 
 
 def registry_size():
