@@ -94,10 +94,10 @@ USER_OPS = textwrap.dedent('''
         return grad * tf.constant(0.5, grad.dtype)
 
 
-    go.register_gradient(floor_half, name="user_ops.FloorHalf")
+    go.register_gradient(floor_half, name="ks_user_ops.FloorHalf")
 
 
-    @tf.RegisterGradient("user_ops.SignClip")
+    @tf.RegisterGradient("ks_user_ops.SignClip")
     def sign_clip(op, grad):
         x = op.inputs[0]
         return grad * tf.cast(tf.abs(x) <= 0.5, grad.dtype)
@@ -141,8 +141,8 @@ FRESH = textwrap.dedent('''
     import keras
     import graph_override.tf2  # registers the estimators and classes with Keras
     from graph_override import _compat
-    import user_layer
-    from probe import probe
+    import ks_user_layer
+    from ks_probe import probe
     plan = json.load(open(os.path.join(folder, "plan.json")))
     BUILTIN = "graph_override.ste_sign(clip_value=0.5)"
     out = {"builtin_before": _compat.has_gradient_entry(BUILTIN), "early": {}, "loaded": {}}
@@ -153,8 +153,8 @@ FRESH = textwrap.dedent('''
             out["early"][name] = None
         except Exception as e:  # pylint: disable=broad-except
             out["early"][name] = [[c.__name__ for c in type(e).__mro__], str(e)]
-    out["user_ops_before"] = "user_ops" in sys.modules
-    import user_ops  # registers the user's gradients
+    out["user_ops_before"] = "ks_user_ops" in sys.modules
+    import ks_user_ops  # registers the user's gradients
     for name, case in plan["cases"].items():
         out["loaded"][name] = {}
         for fmt, path in case["paths"].items():
@@ -181,7 +181,7 @@ def kernel_values(x):
     return np.stack([x[0], -x[0], x[1]], axis=1).tolist()
 
 
-def build_model(user_layer, x, fn):
+def build_model(ks_user_layer, x, fn):
     """Three outputs, each using `fn`: the activation of a Dense layer with an
     identity kernel (so it sees x exactly), a Lambda layer on x (Keras 2:
     Activation, see test_keras2_lambda_*), and the kernel quantizer in the
@@ -192,7 +192,7 @@ def build_model(user_layer, x, fn):
                                bias_initializer="zeros")(inputs)
     wrap = keras.layers.Lambda if KERAS_3 else keras.layers.Activation
     direct = wrap(fn)(inputs)
-    quant = user_layer.QuantDense(3, kernel_values(x), kernel_quantizer=fn)(inputs)
+    quant = ks_user_layer.QuantDense(3, kernel_values(x), kernel_quantizer=fn)(inputs)
     return keras.Model(inputs, [dense, direct, quant])
 
 
@@ -204,25 +204,25 @@ def upstreams(x):
             rng.uniform(-2, 2, (2, 3)).astype(np.float32)]
 
 
-def op_cases(user_ops):
+def op_cases(ks_user_ops):
     """name -> (wrapper, numpy forward, numpy dx/dy of the Lambda output)."""
     def sign_clip(x):
         return (np.abs(x) <= 0.5).astype(np.float32)
     return {
         # tf's op, a gradient function registered with tf.RegisterGradient
-        "sign/tf-registered-fn": (op_with_gradient(tf.sign, user_ops.sign_clip),
+        "sign/tf-registered-fn": (op_with_gradient(tf.sign, ks_user_ops.sign_clip),
                                   np.sign, sign_clip),
         # tf.math.round (saved as tf.round), TensorFlow's own gradient name
         "round/Identity": (op_with_gradient(tf.math.round, "Identity"),
                            np.round, np.ones_like),
         # the user's module-level op, a function registered with register_gradient
-        "user-floor/registered-fn": (op_with_gradient(user_ops.my_floor, user_ops.floor_half),
+        "user-floor/registered-fn": (op_with_gradient(ks_user_ops.my_floor, ks_user_ops.floor_half),
                                      np.floor, lambda x: np.full_like(x, 0.5)),
         # a built-in estimator name, resolved on demand in the fresh process
         "sign/builtin-name": (op_with_gradient(tf.sign, "graph_override.ste_sign(clip_value=0.5)"),
                               np.sign, sign_clip),
         # a RegisteredGradient returned by register_gradient
-        "identity/registered-name": (op_with_gradient(tf.identity, user_ops.SCALE_03),
+        "identity/registered-name": (op_with_gradient(tf.identity, ks_user_ops.SCALE_03),
                                      lambda x: x, lambda x: np.full_like(x, 0.3)),
     }
 
@@ -237,20 +237,20 @@ def world(tmp_path_factory):
     """Builds and saves every model, probes it here, and loads all of them in
     one fresh process, which probes them again."""
     folder = tmp_path_factory.mktemp("keras_serialization")
-    for name, text in [("user_layer", USER_LAYER), ("user_ops", USER_OPS), ("probe", PROBE)]:
+    for name, text in [("ks_user_layer", USER_LAYER), ("ks_user_ops", USER_OPS), ("ks_probe", PROBE)]:
         (folder / (name + ".py")).write_text(text)
     sys.path.insert(0, str(folder))
     try:
-        import probe  # pylint: disable=import-outside-toplevel,import-error
-        import user_layer  # pylint: disable=import-outside-toplevel,import-error
-        import user_ops  # pylint: disable=import-outside-toplevel,import-error
+        import ks_probe  # pylint: disable=import-outside-toplevel,import-error
+        import ks_user_layer  # pylint: disable=import-outside-toplevel,import-error
+        import ks_user_ops  # pylint: disable=import-outside-toplevel,import-error
     finally:
         sys.path.remove(str(folder))
     plan = {"cases": {}, "early": {}}
     here = {}
 
     def add(name, make, x):
-        model = build_model(user_layer, x, make())
+        model = build_model(ks_user_layer, x, make())
         u = upstreams(x)
         paths = {}
         for fmt in FORMATS:
@@ -258,16 +258,16 @@ def world(tmp_path_factory):
             model.save(str(path))
             paths[fmt] = str(path)
         plan["cases"][name] = {"paths": paths, "x": x.tolist(), "u": [a.tolist() for a in u]}
-        here[name] = model, x, u, probe.probe(model, x, u)
+        here[name] = model, x, u, ks_probe.probe(model, x, u)
 
     for sid, (estimator, params) in zip(SETTING_IDS, SETTINGS):
         add(sid, lambda e=estimator, p=params: Estimator(e, **p), boundary_inputs(params))
-    ops = op_cases(user_ops)
+    ops = op_cases(ks_user_ops)
     for name, (wrapper, _, _) in ops.items():
         add(name, lambda w=wrapper: w, op_inputs())
-    # Models loaded before user_ops is imported: plain Dense layers only.
-    for name, wrapper in [("op_fn", op_with_gradient(user_ops.my_floor, "Identity")),
-                          ("gradient", op_with_gradient(tf.sign, "user_ops.SignClip"))]:
+    # Models loaded before ks_user_ops is imported: plain Dense layers only.
+    for name, wrapper in [("op_fn", op_with_gradient(ks_user_ops.my_floor, "Identity")),
+                          ("gradient", op_with_gradient(tf.sign, "ks_user_ops.SignClip"))]:
         inputs = keras.Input((4,))
         path = folder / ("early_%s.keras" % name)
         keras.Model(inputs, keras.layers.Dense(2, activation=wrapper)(inputs)).save(str(path))
@@ -279,8 +279,8 @@ def world(tmp_path_factory):
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert proc.returncode == 0, proc.stderr[-4000:]
     fresh = json.loads(proc.stdout.strip().splitlines()[-1])
-    return {"here": here, "fresh": fresh, "ops": ops, "user_layer": user_layer,
-            "probe": probe.probe}
+    return {"here": here, "fresh": fresh, "ops": ops, "ks_user_layer": ks_user_layer,
+            "probe": ks_probe.probe}
 
 
 def assert_bitwise(got, want, what):
@@ -340,7 +340,7 @@ def test_estimator_models_compute_what_the_functions_compute(world, estimator, p
     probe = world["probe"]
 
     def same_model(fn):
-        other = build_model(world["user_layer"], x, fn)
+        other = build_model(world["ks_user_layer"], x, fn)
         other.set_weights(model.get_weights())
         return probe(other, x, u)
 
@@ -370,9 +370,9 @@ def test_op_with_gradient_models_match_numpy(world, name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("part,says", [
-    ("op_fn", "needs the op function my_floor from module 'user_ops', which this "
-              "process has not imported. Import user_ops before keras.models.load_model"),
-    ("gradient", "names the gradient 'user_ops.SignClip', which is not registered in "
+    ("op_fn", "needs the op function my_floor from module 'ks_user_ops', which this "
+              "process has not imported. Import ks_user_ops before keras.models.load_model"),
+    ("gradient", "names the gradient 'ks_user_ops.SignClip', which is not registered in "
                  "this process. Import the module that registers it"),
 ])
 def test_loading_says_which_module_to_import(world, part, says):
