@@ -8,9 +8,11 @@ entry: where TF1 code wrote::
         y = tf.sign(x)
 
 TF2 code writes ``y = op_with_gradient(tf.sign, sign_ste_grad)(x)``. The
-result is a `tf.custom_gradient` function, so it works in eager mode, in
-`tf.function`, inside Keras layers and in graph mode, where override maps
-are silently ignored (eager, and a GradientTape inside tf.function).
+result, an `OpWithGradient`, runs the op under `tf.custom_gradient`, so it
+works in eager mode, in `tf.function`, inside Keras layers and in graph
+mode, where override maps are silently ignored (eager, and a GradientTape
+inside tf.function). Keras models save it by name when its op function and
+gradient have names.
 
 The legacy gradient function gets a read-only view of the op (`inputs`,
 `outputs`, `type`, `name`, `get_attr`, `node_def`), so code written for

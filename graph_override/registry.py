@@ -219,14 +219,12 @@ def register_gradient(fn=None, *, name=None):
 
 
 def registered_name(fn):
-    """The name gradient function `fn` is registered under, through
-    `register_gradient` or ``tf.RegisterGradient`` (the first in sorted order
-    if several), or None."""
+    """The name `fn` is registered under (by `register_gradient` or
+    ``tf.RegisterGradient``; the first in sorted order), or None."""
     with _lock:
         names = sorted(n for n, (f, _) in _owned.items() if f is fn)
-    if not names:
-        names = sorted(n for n in _compat.gradient_registry_names()
-                       if _compat.lookup_gradient(n) is fn)
+    names = names or sorted(n for n in _compat.gradient_registry_names()
+                            if _compat.lookup_gradient(n) is fn)
     return names[0] if names else None
 
 

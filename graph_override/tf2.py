@@ -131,6 +131,8 @@ class Estimator:
     __name__ = property(_keras.no_name)
 
     def __call__(self, x, name=None):
+        """The estimator with its settings applied to `x` (``name``: the name
+        scope, default the estimator's name)."""
         return _apply(self._estimator, x, name, dict(self._params))
 
     def get_config(self):
