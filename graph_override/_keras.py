@@ -15,8 +15,10 @@ file cannot name an arbitrary function to run.
 """
 
 import importlib
+import os
 import re
 import sys
+import sysconfig
 import types
 
 import tensorflow as tf
@@ -91,10 +93,19 @@ def _is_tf_op_function(fn):
     return str(getattr(fn, "__module__", None)).startswith("tensorflow.python.ops.")
 
 
+def _standard_library(top):
+    if hasattr(sys, "stdlib_module_names"):  # Python 3.10+
+        return top in sys.stdlib_module_names
+    if top in sys.builtin_module_names:  # pragma: no cover - Python 3.9
+        return True
+    path = os.path.realpath(getattr(sys.modules.get(top), "__file__", None) or "")
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+    return path.startswith(stdlib) and "site-packages" not in path
+
+
 def _user_module(module):
     top = module.split(".")[0]
-    return (top not in _REFUSED_PACKAGES
-            and top not in getattr(sys, "stdlib_module_names", ()))
+    return top not in _REFUSED_PACKAGES and not _standard_library(top)
 
 
 def _tf_name(op_fn):
@@ -125,6 +136,9 @@ def op_fn_name(op_fn):
         return None, "%s is a lambda" % what
     if "<locals>" in what:
         return None, "%s is defined inside another function" % what
+    if _is_tf_op_function(op_fn):
+        return None, ("%s.%s has no public name in tf.raw_ops or %s" % (
+            module, what, ", ".join("tf." + n if n else "tf" for n in _TF_NAMESPACES)))
     if not _user_module(module):
         return None, ("%s.%s is a function of %s, not a TensorFlow op function "
                       "such as tf.sign" % (module, what, module.split(".")[0]))

@@ -305,7 +305,6 @@ def assert_same_probe(got, want, what):
 
 # --- round trips -----------------------------------------------------------
 
-@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("sid", SETTING_IDS)
 def test_estimator_settings_load_in_a_fresh_process(world, sid, fmt):
@@ -313,7 +312,6 @@ def test_estimator_settings_load_in_a_fresh_process(world, sid, fmt):
     assert_same_probe(world["fresh"]["loaded"][sid][fmt], here, "%s .%s" % (sid, fmt))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("name", ["sign/tf-registered-fn", "round/Identity",
                                   "user-floor/registered-fn", "sign/builtin-name",
@@ -323,7 +321,6 @@ def test_op_with_gradient_loads_in_a_fresh_process(world, name, fmt):
     assert_same_probe(world["fresh"]["loaded"][name][fmt], here, "%s .%s" % (name, fmt))
 
 
-@pytest.mark.slow
 def test_a_builtin_gradient_name_resolves_on_demand_in_the_fresh_process(world):
     fresh = world["fresh"]
     assert fresh["builtin_before"] is False
@@ -368,7 +365,6 @@ def test_op_with_gradient_models_match_numpy(world, name):
 
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("part,says", [
     ("op_fn", "needs the op function my_floor from module 'ks_user_ops', which this "
               "process has not imported. Import ks_user_ops before keras.models.load_model"),
@@ -432,6 +428,14 @@ def test_an_unnameable_wrapper_fails_at_save(tmp_path, op_fn, gradient,
     if path.exists():
         with pytest.raises(Exception):  # pylint: disable=broad-except
             keras.models.load_model(str(path))
+
+
+def test_a_tensorflow_op_function_without_a_public_name_says_so():
+    from tensorflow.python.ops import gen_math_ops  # pylint: disable=import-outside-toplevel
+    assert gen_math_ops.sign is not tf.sign
+    with pytest.raises(SerializationError, match=r"gen_math_ops.sign has no public name in "
+                                                 r"tf.raw_ops or tf, tf.math, tf.nn"):
+        op_with_gradient(gen_math_ops.sign, "Identity").get_config()
 
 
 def test_a_module_function_of_the_standard_library_is_not_an_op_function():
