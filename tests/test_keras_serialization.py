@@ -595,6 +595,24 @@ def test_a_wrapper_still_calls_like_its_op_function():
     assert_bitwise(wrapper(tf.constant([-2.0, 0.0, 3.0])), [-1.0, 0.0, 1.0], "sign")
 
 
+def test_a_model_with_the_objects_trains():
+    """model.fit runs the objects inside Keras' tf.function: the gradients of
+    the estimator with its setting and of the legacy function reach the
+    weights."""
+    inputs = keras.Input((4,))
+    h = keras.layers.Dense(4, activation=Estimator("ste_sign", clip_value=2.0),
+                           kernel_initializer=keras.initializers.RandomUniform(-1, 1, seed=1))(inputs)
+    h = keras.layers.Activation(op_with_gradient(tf.identity, "graph_override.scale_gradient"
+                                                 "(scale=0.5)"))(h)
+    model = keras.Model(inputs, keras.layers.Dense(1)(h))
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    before = [w.numpy().copy() for w in model.trainable_weights]
+    x = np.random.RandomState(2).uniform(-1, 1, (16, 4)).astype(np.float32)
+    model.fit(x, np.ones((16, 1), np.float32), epochs=1, batch_size=16, verbose=0)
+    after = [w.numpy() for w in model.trainable_weights]
+    assert not np.array_equal(before[0], after[0])  # the first kernel, through both
+
+
 # --- Keras 2 limits, pinned so that a release lifting them is noticed --------
 
 KERAS_2_ONLY = pytest.mark.skipif(KERAS_3, reason="a limit of Keras 2 (TensorFlow 2.15)")
