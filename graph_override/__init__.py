@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 
 _ERRORS = ("ConcurrentScopeError", "DuplicateGradientError", "EagerModeError", "GradientContractError",
            "GraphDefError", "GraphOverrideError", "NoMatchError",
-           "UnknownGradientError", "UnknownOpTypeError")
+           "SerializationError", "UnknownGradientError", "UnknownOpTypeError")
 _NAMES = dict(
     [(n, "graph_override.errors") for n in _ERRORS]
     + [(n, "graph_override.registry") for n in (
@@ -47,6 +47,7 @@ __all__ = [
     "NoMatchError",
     "NoMatchWarning",
     "RegisteredGradient",
+    "SerializationError",
     "UnknownGradientError",
     "UnknownOpTypeError",
     "__version__",

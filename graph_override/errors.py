@@ -19,6 +19,7 @@ __all__ = [
     "GraphOverrideError",
     "NoMatchError",
     "RuleError",
+    "SerializationError",
     "SourceError",
     "TrainingOutputError",
     "UnknownFamilyError",
@@ -121,3 +122,9 @@ class CheckpointDamagedError(CheckpointMismatchError):
 class TrainingOutputError(GraphOverrideError, OSError):
     """A checkpoint or summary folder cannot be written, or a write failed
     during training (graph_override.training)."""
+
+
+class SerializationError(GraphOverrideError, ValueError):
+    """A Keras model cannot save an object of graph_override by name (an
+    `op_with_gradient` wrapper whose op function or gradient has no name), or
+    a saved name cannot be resolved when the model is loaded."""

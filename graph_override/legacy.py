@@ -8,9 +8,11 @@ entry: where TF1 code wrote::
         y = tf.sign(x)
 
 TF2 code writes ``y = op_with_gradient(tf.sign, sign_ste_grad)(x)``. The
-result is a `tf.custom_gradient` function, so it works in eager mode, in
-`tf.function`, inside Keras layers and in graph mode, where override maps
-are silently ignored (eager, and a GradientTape inside tf.function).
+result, an `OpWithGradient`, runs the op under `tf.custom_gradient`, so it
+works in eager mode, in `tf.function`, inside Keras layers and in graph
+mode, where override maps are silently ignored (eager, and a GradientTape
+inside tf.function). Keras models save it by name when its op function and
+gradient have names.
 
 The legacy gradient function gets a read-only view of the op (`inputs`,
 `outputs`, `type`, `name`, `get_attr`, `node_def`), so code written for
@@ -20,14 +22,13 @@ as it is.
 
 import functools
 
-import numpy as np
 import tensorflow as tf
 
-from graph_override import registry
+from graph_override import _keras, _tracing, registry
 from graph_override._contract import check_gradients
 from graph_override.errors import GradientContractError
 
-__all__ = ["LegacyOp", "op_with_gradient"]
+__all__ = ["LegacyOp", "OpWithGradient", "op_with_gradient"]
 
 
 class LegacyOp:
@@ -103,16 +104,12 @@ class LegacyOp:
         return "<LegacyOp %r type=%s>" % (self.name, self.type)
 
 
-def _is_input(value):
-    return tf.is_tensor(value) or isinstance(value, (np.ndarray, tf.Variable))
-
-
 def _resolve(gradient):
     """(function, name for messages) of a gradient function or name."""
     if isinstance(gradient, str):
         return registry.resolve_function(gradient), gradient
     if callable(gradient):
-        return gradient, _describe_fn(gradient)
+        return gradient, _tracing.describe_fn(gradient)
     raise TypeError(
         "op_with_gradient(op_fn, gradient): gradient must be a legacy gradient "
         "function (op, *grads) or a registered gradient name such as "
@@ -163,79 +160,6 @@ def _legacy_gradients(grad_fn, grad_name, template, name, xs, outputs, dys):
         if slot[0] == "arg":
             per_arg[slot[1]].append(g)
     return [_sum_grads(gs) for gs in per_arg]
-
-
-def _signature_key(leaves, tensor_positions, tensors):
-    key = []
-    for i, leaf in enumerate(leaves):
-        if i in tensor_positions:
-            t = tensors[tensor_positions.index(i)]
-            key.append(("T", t.dtype.name, tuple(t.shape.as_list())
-                        if t.shape.rank is not None else None))
-        else:
-            key.append(("V", type(leaf).__name__, leaf))
-    return tuple(key)
-
-
-def _describe_fn(op_fn):
-    return getattr(op_fn, "__qualname__", None) or repr(op_fn)
-
-
-def _trace(op_fn, structure, leaves, tensor_positions, tensors):
-    """Runs op_fn once on placeholders in a scratch graph; returns its op."""
-    with tf.Graph().as_default():
-        holders = [tf.compat.v1.placeholder(t.dtype, t.shape, name="arg%d" % k)
-                   for k, t in enumerate(tensors)]
-        args, kwargs = _rebuild(structure, leaves, tensor_positions, holders)
-        result = op_fn(*args, **kwargs)
-        outputs = tf.nest.flatten(result)
-        where = "op_with_gradient(%s, ...)" % _describe_fn(op_fn)
-        if not outputs or not all(tf.is_tensor(o) and hasattr(o, "op")
-                                  for o in outputs):
-            raise GradientContractError(
-                "%s: the op function must return the output tensor(s) of one "
-                "TensorFlow op, got %r." % (where, outputs))
-        op = outputs[0].op
-        if op.type == "Placeholder":
-            raise GradientContractError(
-                "%s: the op function returned its input unchanged; it must "
-                "create an op (for example tf.identity)." % where)
-        if [o.op for o in outputs] != [op] * len(outputs) or [
-                o.value_index for o in outputs] != list(range(len(op.outputs))):
-            raise GradientContractError(
-                "%s: the op function must return all outputs of exactly one op, "
-                "in order; it returned %s. Wrap the single op whose gradient you "
-                "replace, and apply the rest outside." % (
-                    where, ", ".join("%s:%d (%s)" % (o.op.name, o.value_index,
-                                                     o.op.type) for o in outputs)))
-        slots = []
-        arg_of = {h.ref(): k for k, h in enumerate(holders)}
-        for i, t in enumerate(op.inputs):
-            if t.ref() in arg_of:
-                slots.append(("arg", arg_of[t.ref()]))
-            elif t.op.type == "Const":
-                slots.append(("const", tf.make_ndarray(t.op.get_attr("value"))))
-            else:
-                raise GradientContractError(
-                    "%s: input %d of the %s op is computed by a %s op inside the "
-                    "op function; every input must be an argument or a constant. "
-                    "Wrap only the single op whose gradient you replace (compute "
-                    "%s outside)." % (where, i, op.type, t.op.type, t.op.name))
-        return _Template(op, tuple(slots),
-                         tf.nest.map_structure(lambda _: 0, result))
-
-
-def _rebuild(structure, leaves, tensor_positions, tensors):
-    leaves = list(leaves)
-    for pos, t in zip(tensor_positions, tensors):
-        leaves[pos] = t
-    return tf.nest.pack_sequence_as(structure, leaves)
-
-
-def _to_tensor(value):
-    if isinstance(value, tf.Tensor):
-        return value
-    return tf.convert_to_tensor(value)
 
 
 def _sum_grads(grads):
@@ -314,11 +238,13 @@ def op_with_gradient(op_fn, gradient):
         ``"graph_override.ste_sign(clip_value=1.0)"``.
 
     Returns:
-      A function with `op_fn`'s signature that returns what `op_fn` returns.
-      None gradients reach the arguments as None (no gradient); gradients of
-      outputs nothing depends on reach the legacy function as zeros (float
-      outputs), as in graph mode. Second order gradients flow through the
-      legacy function's use of ``op.inputs`` and ``op.outputs``.
+      An `OpWithGradient`: callable with `op_fn`'s signature, it returns what
+      `op_fn` returns. None gradients reach the arguments as None (no
+      gradient); gradients of outputs nothing depends on reach the legacy
+      function as zeros (float outputs), as in graph mode. Second order
+      gradients flow through the legacy function's use of ``op.inputs`` and
+      ``op.outputs``. Keras saves it by name when both parts have one (see
+      `OpWithGradient`).
 
     Raises:
       UnknownGradientError: `gradient` is a name nothing is registered under.
@@ -328,22 +254,23 @@ def op_with_gradient(op_fn, gradient):
         (when differentiated). The message names the op and the function.
       TypeError: `gradient` is neither a function nor a name.
     """
-    if not callable(op_fn):
-        raise TypeError("op_with_gradient(op_fn, gradient): op_fn must be "
-                        "callable, got %s" % type(op_fn).__name__)
-    grad_fn, grad_name = _resolve(gradient)
+    return OpWithGradient(op_fn, gradient)
+
+
+def _wrap(op_fn, grad_fn, grad_name):
+    """The function behind an OpWithGradient: op_fn under tf.custom_gradient."""
     cache = {}
 
     def template_for(structure, leaves, positions, tensors):
         try:
-            key = (_signature_key(leaves, positions, tensors),
+            key = (_tracing.signature_key(leaves, positions, tensors),
                    repr(tf.nest.map_structure(lambda _: 0, structure)))
             hash(key)
         except (TypeError, ValueError):
             key = None
         if key is not None and key in cache:
             return cache[key]
-        template = _trace(op_fn, structure, leaves, positions, tensors)
+        template = _Template(*_tracing.trace(op_fn, structure, leaves, positions, tensors))
         if key is not None and len(cache) < 64:
             cache[key] = template
         return template
@@ -352,17 +279,17 @@ def op_with_gradient(op_fn, gradient):
     def wrapper(*args, **kwargs):
         structure = (list(args), kwargs)
         leaves = tf.nest.flatten(structure)
-        positions = [i for i, leaf in enumerate(leaves) if _is_input(leaf)]
+        positions = [i for i, leaf in enumerate(leaves) if _tracing.is_input(leaf)]
         if not positions:  # nothing to differentiate: just the op
             return op_fn(*args, **kwargs)
-        tensors = [_to_tensor(leaves[i]) for i in positions]
+        tensors = [_tracing.to_tensor(leaves[i]) for i in positions]
         template = template_for(structure, leaves, positions, tensors)
         op = template.op
         returned = []  # filled with what the caller gets, read by grad()
 
         @tf.custom_gradient
         def legacy_op(*xs):
-            call_args, call_kwargs = _rebuild(structure, leaves, positions, xs)
+            call_args, call_kwargs = _tracing.rebuild(structure, leaves, positions, xs)
             result = op_fn(*call_args, **call_kwargs)
             outputs = tf.nest.flatten(result)
             real = getattr(outputs[0], "op", None) if not tf.executing_eagerly() else None
@@ -386,3 +313,86 @@ def op_with_gradient(op_fn, gradient):
         return tf.nest.pack_sequence_as(template.structure, flat)
 
     return wrapper
+
+
+class OpWithGradient:
+    """What `op_with_gradient(op_fn, gradient)` returns: `op_fn` whose op
+    differentiates with the legacy `gradient`, callable like `op_fn`.
+
+    Keras saves it by name (as ``graph_override>OpWithGradient``, in
+    ``.keras`` and HDF5 files) when both parts have one: `op_fn` a TensorFlow
+    op function (saved as ``tf.sign``) or a module-level function of your own
+    (``module:function``), and `gradient` a registered gradient name (or a
+    function registered under one). Loading needs the names to resolve: your
+    module imported (loading never imports one), your gradient registered.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from graph_override.tf2 import op_with_gradient
+      >>> rounded = op_with_gradient(tf.math.round, "Identity")
+      >>> rounded.get_config()
+      {'op_fn': 'tf.round', 'gradient': 'Identity'}
+      >>> type(rounded).from_config(rounded.get_config()) == rounded
+      True
+
+    Attributes:
+      op_fn: the op function.
+      gradient: the gradient function or name, as given.
+    """
+
+    def __init__(self, op_fn, gradient):
+        if not callable(op_fn):
+            raise TypeError("op_with_gradient(op_fn, gradient): op_fn must be "
+                            "callable, got %s" % type(op_fn).__name__)
+        grad_fn, grad_name = _resolve(gradient)
+        self.op_fn, self.gradient = op_fn, gradient
+        self._call = _wrap(op_fn, grad_fn, grad_name)
+        self.__wrapped__ = op_fn  # inspect.signature shows op_fn's
+
+    __name__ = property(_keras.no_name)
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def get_config(self):
+        """``{"op_fn": name, "gradient": name}``, what Keras saves.
+
+        Raises:
+          SerializationError: `op_fn` or `gradient` has no name (a lambda, a
+            nested function, a gradient function registered under no name);
+            the message says which and what to do.
+        """
+        return _keras.wrapper_config(self, self.op_fn, self.gradient)
+
+    @classmethod
+    def from_config(cls, config):
+        """The wrapper a saved config describes.
+
+        Raises:
+          SerializationError: the config or its op function does not resolve
+            (the function's module is not imported, or it is not an op
+            function of TensorFlow's or of your own modules).
+          UnknownGradientError: the gradient name is not registered here.
+        """
+        return cls(*_keras.wrapper_parts(config))
+
+    def __eq__(self, other):
+        if not isinstance(other, OpWithGradient):
+            return NotImplemented
+        return self.op_fn is other.op_fn and (
+            self.gradient is other.gradient or (
+                isinstance(self.gradient, str) and isinstance(other.gradient, str)
+                and str(self.gradient) == str(other.gradient)))
+
+    def __hash__(self):
+        return hash((id(self.op_fn), str(self.gradient) if isinstance(
+            self.gradient, str) else id(self.gradient)))
+
+    def __repr__(self):
+        gradient = (repr(str(self.gradient)) if isinstance(self.gradient, str)
+                    else _tracing.describe_fn(self.gradient))
+        return "op_with_gradient(%s, %s)" % (
+            _keras.op_fn_name(self.op_fn)[0] or _tracing.describe_fn(self.op_fn), gradient)
+
+
+_keras.register([OpWithGradient])

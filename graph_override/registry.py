@@ -32,6 +32,7 @@ __all__ = [
     "parse_builtin_name",
     "parse_value",
     "register_gradient",
+    "registered_name",
     "registry_size",
     "resolve",
     "resolve_function",
@@ -216,6 +217,16 @@ def register_gradient(fn=None, *, name=None):
     with _lock:
         return _register_locked(fn, name or _default_name(fn),
                                 explicit=name is not None)
+
+
+def registered_name(fn):
+    """The name `fn` is registered under (by `register_gradient` or
+    ``tf.RegisterGradient``; the first in sorted order), or None."""
+    with _lock:
+        names = sorted(n for n, (f, _) in _owned.items() if f is fn)
+    names = names or sorted(n for n in _compat.gradient_registry_names()
+                            if _compat.lookup_gradient(n) is fn)
+    return names[0] if names else None
 
 
 def registry_size():

@@ -10,20 +10,23 @@ function, as larq does.
 under `tf.custom_gradient`; see `graph_override.legacy`.
 
 Keras: importing this module registers every estimator with Keras as
-``graph_override>NAME`` (``keras.utils.register_keras_serializable``), so a
-model that uses one as an activation, in a Lambda layer or in a layer's
+``graph_override>NAME`` (``keras.utils.register_keras_serializable``), and
+so are `Estimator` (an estimator with settings other than the defaults, as
+one callable) and `OpWithGradient` (what `op_with_gradient` returns). A
+model that uses them as an activation, in a Lambda layer or in a layer's
 config saves to ``.keras`` (and HDF5 where Keras supports it) and loads
 with ``keras.models.load_model`` without ``custom_objects`` in any process
 that has imported ``graph_override.tf2``. See docs/guide/tf2.md.
 """
 
-import importlib
-
 import tensorflow as tf
 
-from graph_override import _family, estimators
+from graph_override import _family, _keras, estimators, registry
+from graph_override.legacy import OpWithGradient, op_with_gradient
 
 __all__ = [
+    "Estimator",
+    "OpWithGradient",
     "approx_sign",
     "clip_gradient",
     "dorefa_quantize",
@@ -58,44 +61,106 @@ def _apply(estimator, x, name, params):
  swish_sign) = _family.define(__name__, "tf2", _apply)
 
 
-_KERAS_PACKAGE = "graph_override"
+class Estimator:
+    """An estimator with its settings, as one callable object that Keras can
+    save by name: ``Estimator("ste_sign", clip_value=0.5)(x)`` is
+    ``ste_sign(x, clip_value=0.5)``, the same forward values and gradient.
+
+    Use it where Keras wants a function and the settings are not the
+    defaults: ``Dense(..., activation=Estimator("ste_sign", clip_value=0.5))``,
+    ``Lambda(Estimator("dorefa_quantize", k_bit=4))``, a quantizer in your own
+    layer's config. Keras saves it as ``graph_override>Estimator`` with the
+    estimator's name and every parameter (`get_config`), and loads it without
+    custom_objects in any process that has imported `graph_override.tf2`.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> from graph_override import tf2
+      >>> binarize = tf2.Estimator("ste_sign", clip_value=0.5)
+      >>> binarize
+      Estimator('ste_sign', clip_value=0.5)
+      >>> x = tf.constant([-1.0, -0.5, 0.0, 0.25, 0.75])
+      >>> with tf.GradientTape() as tape:
+      ...     tape.watch(x)
+      ...     y = binarize(x)
+      >>> print(y.numpy(), tape.gradient(y, x).numpy())
+      [-1. -1.  1.  1.  1.] [0. 1. 1. 1. 0.]
+      >>> binarize.get_config()
+      {'estimator': 'ste_sign', 'clip_value': 0.5}
+      >>> tf2.Estimator.from_config(binarize.get_config()) == binarize
+      True
+
+    Args:
+      estimator: the name of one of the estimator functions of this module
+        ("ste_sign", "ste_tern", "dorefa_quantize", ...).
+      **params: its parameters, as the function of that name takes them;
+        the others keep their defaults.
+
+    Raises:
+      ValueError: `estimator` is not an estimator's name (the message
+        suggests the closest), or a parameter is out of range.
+      TypeError: a parameter the estimator does not take, or of the wrong
+        type; a missing required one (scale_gradient's scale).
+    """
+
+    def __init__(self, estimator, **params):
+        if not isinstance(estimator, str):
+            name = getattr(estimator, "__name__", None)
+            raise TypeError("Estimator(estimator, ...): estimator must be the name "
+                            "of an estimator, such as %r, got %r" % (
+                                name if name in estimators.ESTIMATORS else "ste_sign",
+                                estimator))
+        if estimator not in estimators.ESTIMATORS:
+            close = registry.estimator_suggestions(estimator)
+            raise ValueError("Estimator(%r): no estimator of that name.%s Estimators: %s." % (
+                estimator, " Did you mean %s?" % " or ".join(repr(c) for c in close)
+                if close else "", ", ".join(estimators.ESTIMATORS)))
+        self._estimator = estimator
+        self._params = estimators.normalize(estimator, params)
+
+    @property
+    def estimator(self):
+        """The estimator's name, e.g. "ste_sign"."""
+        return self._estimator
+
+    @property
+    def params(self):
+        """Every parameter of the estimator, defaults filled in (a new dict)."""
+        return dict(self._params)
+
+    __name__ = property(_keras.no_name)
+
+    def __call__(self, x, name=None):
+        """The estimator with its settings applied to `x` (``name``: the name
+        scope, default the estimator's name)."""
+        return _apply(self._estimator, x, name, dict(self._params))
+
+    def get_config(self):
+        """``{"estimator": name, **params}``: what Keras saves."""
+        return dict([("estimator", self._estimator)] + list(self._params.items()))
+
+    @classmethod
+    def from_config(cls, config):
+        """The Estimator a config from `get_config` describes."""
+        if not isinstance(config, dict) or "estimator" not in config:
+            raise TypeError("an Estimator config is a dict with the key 'estimator' "
+                            "and the estimator's parameters, got %r" % (config,))
+        params = dict(config)
+        return cls(params.pop("estimator"), **params)
+
+    def __eq__(self, other):
+        if not isinstance(other, Estimator):
+            return NotImplemented
+        return (self._estimator, self._params) == (other._estimator, other._params)
+
+    def __hash__(self):
+        return hash((self._estimator, tuple(self._params.items())))
+
+    def __repr__(self):
+        return "Estimator(%s)" % ", ".join([repr(self._estimator)] + [
+            "%s=%r" % kv for kv in self._params.items()])
 
 
-def _keras_registries():
-    """The register_keras_serializable functions of the Keras modules in
-    use: `keras`, and `tf.keras` where that is another module (tf_keras)."""
-    found = []
-    for load in (lambda: importlib.import_module("keras"), lambda: tf.keras):
-        try:
-            utils = load().utils
-        except (ImportError, AttributeError):  # pragma: no cover - no Keras
-            continue
-        if all(utils.get_registered_object is not f.get_registered_object
-               for f in found):
-            found.append(utils)
-    return found
-
-
-def _register_with_keras(functions):
-    """Registers each function as ``graph_override>NAME``, so Keras saves a
-    model that uses it (as an activation, in a Lambda layer or in a layer's
-    config) by name, and loads it without custom_objects in any process that
-    has imported graph_override.tf2. Importing TensorFlow imports Keras
-    already, so this costs no import time."""
-    for utils in _keras_registries():
-        for fn in functions:
-            key = "%s>%s" % (_KERAS_PACKAGE, fn.__name__)
-            if utils.get_registered_object(key) is None:
-                utils.register_keras_serializable(
-                    package=_KERAS_PACKAGE, name=fn.__name__)(fn)
-
-
-_register_with_keras([approx_sign, clip_gradient, dorefa_quantize, flip_gradient,
-                      scale_gradient, ste_floor, ste_heaviside, ste_round,
-                      ste_sign, ste_tern, swish_sign])
-
-
-def op_with_gradient(op_fn, gradient):
-    """See `graph_override.legacy.op_with_gradient`."""
-    from graph_override import legacy  # pylint: disable=import-outside-toplevel
-    return legacy.op_with_gradient(op_fn, gradient)
+_keras.register([approx_sign, clip_gradient, dorefa_quantize, flip_gradient,
+                 scale_gradient, ste_floor, ste_heaviside, ste_round, ste_sign,
+                 ste_tern, swish_sign, Estimator])

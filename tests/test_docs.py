@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["graph_override.registry", "graph_override.scope", "graph_override.overrides",
-           "graph_override.stopgrad", "graph_override.tf2", "graph_override.testing",
+           "graph_override.stopgrad", "graph_override.tf2", "graph_override.legacy",
+           "graph_override.testing",
            "graph_override.estimators"]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_override import tf2
+from graph_override import _keras, tf2
 
 KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
 # Keras 2.15 saves a custom activation function to HDF5 in a form its own
@@ -166,8 +166,9 @@ def test_estimators_are_found_by_their_keras_name(name):
 
 def test_registration_is_repeatable():
     # A second registration (a reloaded module) is a no-op, not an error.
-    tf2._register_with_keras([tf2.ste_sign])  # pylint: disable=protected-access
+    _keras.register([tf2.ste_sign, tf2.Estimator])
     assert keras.utils.get_registered_object("graph_override>ste_sign") is tf2.ste_sign
+    assert keras.utils.get_registered_object("graph_override>Estimator") is tf2.Estimator
 
 
 def test_import_graph_override_does_not_import_tensorflow():
