@@ -16,10 +16,11 @@ name found in a GraphDef and registers it on demand, in any process.
 import difflib
 import functools
 import inspect
-import re
 import threading
 
 from graph_override import _compat, estimators
+from graph_override._names import (BUILTIN_PREFIX, builtin_name, builtin_setting,  # noqa: F401
+                                   parse_builtin_name, parse_value)
 from graph_override._contract import check_gradients
 from graph_override.errors import DuplicateGradientError, UnknownGradientError
 
@@ -38,7 +39,6 @@ __all__ = [
     "resolve_function",
 ]
 
-BUILTIN_PREFIX = "graph_override."
 
 _lock = threading.RLock()
 # name -> (original function, where it was defined); only names registered
@@ -235,85 +235,13 @@ def registry_size():
 
 
 # ---------------------------------------------------------------------------
-# Built-in estimator names.
-
-_NAME_RE = re.compile(r"^graph_override\.([a-z_]+)\((.*)\)$")
-
-
-def _format_value(value):
-    if value is None:
-        return "None"
-    if isinstance(value, bool):
-        return repr(value)
-    if isinstance(value, int):
-        return str(value)
-    return repr(float(value))
-
-
-def builtin_name(estimator, params):
-    """The self-describing gradient name of a built-in estimator.
-
-    `params` must be the estimator's full, normalized parameter dict (see
-    `graph_override.estimators.normalize`).
-    """
-    body = ", ".join("%s=%s" % (k, _format_value(v)) for k, v in params.items())
-    return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, body)
-
-
-_WORDS = {"None": None, "none": None, "True": True, "true": True,
-          "False": False, "false": False}
-
-
-def parse_value(text):
-    """A parameter value in a built-in name or a ``--map`` rule: None, True,
-    False (also lower case), an int or a float (``1e-05``, ``inf``); a
-    ValueError otherwise. `estimators.normalize` says if the estimator takes it."""
-    text = text.strip()
-    if text in _WORDS:
-        return _WORDS[text]
-    if re.fullmatch(r"[+-]?\d+", text):
-        return int(text)
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError("%r is not a number, True, False or None" % text) from None
-
-
-def parse_builtin_name(name):
-    """Parses ``graph_override.NAME(k=v, ...)`` into (NAME, {k: v}), or None."""
-    m = _NAME_RE.match(name)
-    if not m:
-        return None
-    estimator, body = m.group(1), m.group(2).strip()
-    params = {}
-    if body:
-        for part in body.split(","):
-            key, sep, value = part.partition("=")
-            if not sep or not key.strip().isidentifier():
-                return None
-            try:
-                params[key.strip()] = parse_value(value)
-            except ValueError:
-                return None
-    return estimator, params
-
-
-def _builtin_setting(name):
-    """(estimator, normalized params) if `name` describes a built-in
-    estimator setting, else None."""
-    parsed = parse_builtin_name(name)
-    if parsed is None or parsed[0] not in estimators.ESTIMATORS:
-        return None
-    try:
-        return parsed[0], estimators.normalize(parsed[0], parsed[1])
-    except (TypeError, ValueError):
-        return None
+# Built-in estimator names (written and parsed by graph_override._names).
 
 
 def _register_builtin(name):
     """Registers the built-in estimator gradient `name` describes; the name
     it was registered under, or None if `name` describes no estimator."""
-    setting = _builtin_setting(name)
+    setting = builtin_setting(name)
     if setting is None:
         return None
     canonical = builtin_name(*setting)
@@ -328,7 +256,7 @@ def _register_builtin(name):
 
 def is_resolvable(name):
     """True if `name` is registered or is a built-in estimator name."""
-    return _compat.has_gradient_entry(name) or _builtin_setting(name) is not None
+    return _compat.has_gradient_entry(name) or builtin_setting(name) is not None
 
 
 def _example_name(estimator):

@@ -151,7 +151,7 @@ class Estimator:
     def __eq__(self, other):
         if not isinstance(other, Estimator):
             return NotImplemented
-        return (self._estimator, self._params) == (other._estimator, other._params)
+        return self.get_config() == other.get_config()
 
     def __hash__(self):
         return hash((self._estimator, tuple(self._params.items())))
