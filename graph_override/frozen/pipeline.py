@@ -2,16 +2,16 @@
 in one pass over its bytes (what ``graph-override patch`` runs).
 
 `load`, `patch` and `save` each take or give a GraphDef message, so each
-must check what it is given: a file goes through three parses, three
-structural checks and two serializations. For the most common patch (set
+must check what it is given: the graph is parsed twice, serialized twice
+(once deterministically) and checked in full twice. For the most common patch (set
 an estimator's name on nodes that have no gradient name, in a binary graph
 with no function library) none of that is needed, and `patch_file` works on
 the bytes instead:
 
 1. read the file (`read_regular_file`: regular files up to 2 GB only);
-2. one C-level parse for unknown fields at any depth
-   (`wire.has_unknown_fields`), one that slices out each node's bytes and
-   one that lists names, op types and inputs (`wire.read_index`);
+2. two C-level parses: one that slices out each node's bytes, and one
+   (`wire.read_index`) that lists names, op types and inputs and finds
+   unknown fields at any depth; the input counts are read with numpy;
 3. every structural check of `load` (`checks.check_bytes`: names, op
    types, duplicates, dangling inputs, output indexes, self-reads,
    cycles), each NodeDef parsed only where a check needs its attrs;
@@ -21,7 +21,7 @@ the bytes instead:
    is kept, so the output differs from the input by exactly the attrs
    set, and the same input gives the same file in every process;
 6. `write_bytes` (temporary file, fsync, read back and compared byte for
-   byte, parsed again for unknown fields, then linked into place).
+   byte, split into nodes again and counted, then linked into place).
 
 Anything else (text files, function libraries, graphs that already carry
 gradient names, `remove` and ``gradient:`` rules, IdentityN rewrites,

@@ -250,7 +250,7 @@ class View:
         if index is None:
             index = wire.read_index(self.data)
         if graph_def is not None and (index is None
-                                      or len(index.names) != len(graph_def.node)):
+                                      or len(index.ops) != len(graph_def.node)):
             index = wire.Index.from_graph_def(graph_def)  # unchecked, odd graph
         self.index = index
         self.ops = index.ops
