@@ -238,7 +238,7 @@ def _set_names_fast(graph_def, view, rules, selected, owner):
     return graph_pb2.GraphDef.FromString(data), report
 
 
-def set_names(view, rules, selected, owner, node_at):
+def set_names(view, rules, selected, owner, node_at, pairs=None):
     """The bytes and `PatchReport` of `patch` when every change sets a name
     on a node that has none: the attr is appended to each selected node's
     bytes (protobuf merges it into the node's attr map), everything else is
@@ -249,6 +249,7 @@ def set_names(view, rules, selected, owner, node_at):
       rules, selected, owner: the rules and what `select` gave.
       node_at: node index -> NodeDef, read only for nodes whose op type may
         have no data input.
+      pairs: `verify.op_rule_pairs(view.ops, owner)`, if at hand.
     """
     texts = [str(r) for r in rules]
     targets = [r.target for r in rules]
@@ -261,7 +262,8 @@ def set_names(view, rules, selected, owner, node_at):
         entry = node_def_pb2.NodeDef()
         entry.attr[GRADIENT_ATTR].s = target.encode("utf-8")
         entries.append(entry.SerializeToString())
-    unchecked = {op for op, r in verify.op_rule_pairs(view.ops, owner)
+    pairs = pairs if pairs is not None else verify.op_rule_pairs(view.ops, owner)
+    unchecked = {op for op, r in pairs
                  if rules[r].estimator is not None and not _takes_inputs(op)}
     if unchecked:
         for i, r in owner.items():

@@ -104,11 +104,12 @@ def _patch_bytes(data, index, rules, on_no_match, allow_replace):
         raise _Fallback()
     graph = _Graph(index.nodes.node)
     verify.check_fits(None, view.ops, owner, rules, "patch", allow_replace=allow_replace,
-                      node_at=graph.node.__getitem__, names=index.lazy_names)
+                      node_at=graph.node.__getitem__, names=index.lazy_names, pairs=pairs)
     warnings = patching.loop_warnings(graph, view)
     failures = inspection.gradient_failures(index.lazy_names, view.ops,
                                             graph.node.__getitem__, named=owner)
-    new, report = patching.set_names(view, rules, selected, owner, graph.node.__getitem__)
+    new, report = patching.set_names(view, rules, selected, owner, graph.node.__getitem__,
+                                     pairs)
     report.warnings = warnings
     report.gradient_failures_left = failures
     return new, report

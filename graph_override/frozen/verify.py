@@ -141,7 +141,7 @@ def check_function_shapes(graph_def, fname, named, what):
 
 
 def check_fits(graph_def, ops, selected, rules, what, *, allow_replace=False,
-               node_at=None, names=None):
+               node_at=None, names=None, pairs=None):
     """Refuses estimator rules that cannot work on the nodes they select.
 
     Args:
@@ -155,6 +155,7 @@ def check_fits(graph_def, ops, selected, rules, what, *, allow_replace=False,
       allow_replace: accept flip/scale/clip_gradient on non-identity ops.
       node_at: node index -> NodeDef (default: graph_def.node[i]).
       names: the name of each top-level node (default: read from nodes).
+      pairs: `op_rule_pairs(ops, selected)`, if at hand.
 
     Raises:
       RuleError: naming the node, its op, the shapes or dtypes, and what
@@ -169,7 +170,8 @@ def check_fits(graph_def, ops, selected, rules, what, *, allow_replace=False,
     # The checks depend on the op type and the rule; nodes are read one by
     # one only where the OpDef leaves the dtypes to the node's attrs.
     to_import = []
-    for op, r in sorted(op_rule_pairs(ops, selected), key=lambda p: (p[1], p[0])):
+    pairs = pairs if pairs is not None else op_rule_pairs(ops, selected)
+    for op, r in sorted(pairs, key=lambda p: (p[1], p[0])):
         rule = rules[r]
         if rule.estimator is None or op == "IdentityN":
             continue
