@@ -33,3 +33,19 @@ def load_script():
         spec.loader.exec_module(module)
         return module
     return load
+
+
+@pytest.fixture(params=["c", "python"])
+def reader(request, monkeypatch):
+    """Runs a test twice: with the C GraphDef reader
+    (graph_override.frozen._scan) and with the pure-Python one. Where the C
+    reader was not built (no C compiler at install) its run is skipped, or
+    fails when GRAPH_OVERRIDE_REQUIRE_SPEEDUPS=1 (as in CI)."""
+    from graph_override.frozen import wire  # pylint: disable=import-outside-toplevel
+    if request.param == "python":
+        monkeypatch.setattr(wire, "_scan", None)
+    elif not wire.speedups():
+        if os.environ.get("GRAPH_OVERRIDE_REQUIRE_SPEEDUPS", "") not in ("", "0"):
+            pytest.fail("the C reader graph_override.frozen._scan is not built")
+        pytest.skip("the C reader graph_override.frozen._scan is not built")
+    return request.param

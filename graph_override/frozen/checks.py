@@ -114,16 +114,15 @@ class _Graph:
 
     def node(self, i):
         """NodeDef i: from the message if at hand, else parsed from its bytes."""
-        if self._graph_def is None and self.index.nodes is not None:
-            return node_def_pb2.NodeDef.FromString(self.index.nodes.node[i])
+        if self._graph_def is None and self.index.has_node_bytes:
+            return node_def_pb2.NodeDef.FromString(self.index.node_bytes(i))
         return self.graph_def.node[i]
 
     @property
     def signatures(self):
         if self._signatures is None:
-            if self._graph_def is None and self.index.nodes is not None:
-                library = function_pb2.FunctionDefLibrary.FromString(
-                    self.index.nodes.library)
+            if self._graph_def is None and self.index.library is not None:
+                library = function_pb2.FunctionDefLibrary.FromString(self.index.library)
             else:
                 library = self.graph_def.library
             self._signatures = {f.signature.name: f.signature for f in library.function}
@@ -145,30 +144,39 @@ def check_structure(graph):
     Raises:
       GraphDefError: naming the source, the node and the input.
     """
-    names = graph.index.raw_names
-    n = len(names)
-    index = dict(zip(names, range(n)))
-    if len(index) != n:
+    index = graph.index
+    n = len(index.ops)
+    if index.dup is not None and index.dup >= 0:
         graph.slow_check()  # raises, naming the duplicate
-    # Plain node names resolve in C; the rest ("^ctrl", "node:1") to -1 here.
-    inputs = graph.index.raw_inputs
-    src = np.fromiter(map(index.get, inputs, itertools.repeat(-1)), np.int64, len(inputs))
+    lookup = None
+    if index.resolved is not None:  # resolved by the C reader
+        src, port = index.resolved
+    else:
+        lookup = _lookup(graph)
+        # Plain node names resolve in C; the rest ("^ctrl", "node:1") to -1 here.
+        inputs = index.raw_inputs
+        src = np.fromiter(map(lookup.get, inputs, itertools.repeat(-1)), np.int64,
+                          len(inputs))
+        port = np.zeros(len(src), np.int64)
     if not len(src):
         return
-    port = np.zeros(len(src), np.int64)
-    for j in np.flatnonzero(src < 0).tolist():
+    special = np.flatnonzero(src < 0).tolist()
+    if special:
+        lookup = lookup if lookup is not None else _lookup(graph)
+        src, port = src.copy(), port.copy()
+    for j in special:
         try:
-            src[j], port[j] = _parse_special(inputs[j], index)
+            src[j], port[j] = _parse_special(index.raw_input(j), lookup)
         except ValueError:
             src[j] = -1
         if src[j] < 0:
             graph.slow_check()  # raises, naming node and input
             raise GraphDefError("%s: the input %r is malformed; expected NODE, "
                                 "NODE:INDEX or ^NODE" % (
-                                    graph.source, inputs[j].decode("utf-8", "replace")))
-    dst = np.repeat(np.arange(n, dtype=np.int64), graph.index.counts)
+                                    graph.source, index.raw_input(j).decode("utf-8", "replace")))
+    dst = np.repeat(np.arange(n, dtype=np.int64), index.counts)
     control = port < 0
-    ref = inputs.__getitem__
+    ref = index.raw_input
 
     # A node reading itself.
     self_read = np.flatnonzero(src == dst)
@@ -180,6 +188,15 @@ def check_structure(graph):
                    "hand." % ("control output" if control[j] else "output"))
     _check_output_indexes(graph, ref, src, dst, port, control)
     _check_cycles(graph, src, dst, control)
+
+
+def _lookup(graph):
+    """{name (bytes): node index}; refuses duplicate names."""
+    names = graph.index.raw_names
+    lookup = dict(zip(names, range(len(names))))
+    if len(lookup) != len(names):
+        graph.slow_check()  # raises, naming the duplicate
+    return lookup
 
 
 def _check_output_indexes(graph, ref, src, dst, port, control):
@@ -382,8 +399,11 @@ def check_bytes(data, source, *, graph_def=None, index=None):
     if index is None or (graph_def is not None and len(index.ops) != len(graph_def.node)):
         graph.slow_check()  # names the culprit, if there is one
         index = graph.index = Index.from_graph_def(graph.graph_def)
-    if (not _well_formed(index.raw_names, _NAME_CHARS, _BAD_START)
-            or not _well_formed(index.ops, _OP_CHARS, _NO_BAD_START)):
+    names_ok = (index.names_ok if index.names_ok is not None
+                else _well_formed(index.raw_names, _NAME_CHARS, _BAD_START))
+    ops_ok = (index.ops_ok if index.ops_ok is not None
+              else _well_formed(index.ops, _OP_CHARS, _NO_BAD_START))
+    if not names_ok or not ops_ok:
         graph.slow_check()  # raises, naming the node
     check_structure(graph)
     return index

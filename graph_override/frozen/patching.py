@@ -7,7 +7,6 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from graph_override import (_compat, estimators,
                             registry)
-from graph_override.frozen import io as frozen_io
 from graph_override.frozen import library
 from graph_override.frozen import portable as portable_form
 from graph_override.frozen import verify
@@ -274,9 +273,7 @@ def set_names(view, rules, selected, owner, node_at, pairs=None):
                                     "gradient to; narrow the rule %s"
                                     % (view.index.name(i), view.ops[i], rules[r]))
     order = sorted(owner)
-    data = frozen_io.append_to_nodes(view.data, {i: entries[owner[i]] for i in order},
-                                     nodes=view.index.nodes)
-    view.index.nodes = None  # its node bytes were changed in place
+    data = view.index.append_to_nodes(view.data, {i: entries[owner[i]] for i in order})
     changes = NodeChanges(view.index.lazy_names, view.ops, order, owner, targets, texts)
     report = PatchReport(changes=changes, rule_matches=[
         (texts[j], len(selected[j])) for j in range(len(rules))])

@@ -9,9 +9,10 @@ with no function library) none of that is needed, and `patch_file` works on
 the bytes instead:
 
 1. read the file (`read_regular_file`: regular files up to 2 GB only);
-2. two C-level parses: one that slices out each node's bytes, and one
-   (`wire.read_index`) that lists names, op types and inputs and finds
-   unknown fields at any depth; the input counts are read with numpy;
+2. `wire.read_index`: names, op types and inputs of every node, each
+   input resolved to its node, in one pass of the C reader where it was
+   built (else two protobuf parses and numpy), and one protobuf parse
+   that finds unknown fields at any depth;
 3. every structural check of `load` (`checks.check_bytes`: names, op
    types, duplicates, dangling inputs, output indexes, self-reads,
    cycles), each NodeDef parsed only where a check needs its attrs;
@@ -38,8 +39,7 @@ from tensorflow.core.framework import node_def_pb2
 from graph_override.errors import GraphDefError
 from graph_override.frozen import checks, formats, inspection, patching, verify, wire
 from graph_override.frozen import io as frozen_io
-from graph_override.frozen.rules import (GRADIENT_ATTR_BYTES, View, as_rules,
-                                         check_matches, select)
+from graph_override.frozen.rules import View, as_rules, check_matches, select
 
 __all__ = ["patch_file"]
 
@@ -48,19 +48,19 @@ class _Nodes:
     """graph_def.node for a graph kept as bytes: NodeDef i is parsed from
     its bytes when it is read."""
 
-    def __init__(self, raw):
-        self._raw = raw
+    def __init__(self, index):
+        self._index = index
 
     def __len__(self):
-        return len(self._raw)
+        return len(self._index.ops)
 
     def __getitem__(self, i):
-        return node_def_pb2.NodeDef.FromString(self._raw[i])
+        return node_def_pb2.NodeDef.FromString(self._index.node_bytes(i))
 
 
 class _Graph:
-    def __init__(self, raw):
-        self.node = _Nodes(raw)
+    def __init__(self, index):
+        self.node = _Nodes(index)
 
 
 class _Fallback(Exception):
@@ -73,15 +73,11 @@ def _index_of(data, source):
             or str(source).lower().endswith(formats.TEXT_SUFFIXES)
             or os.path.basename(str(source)) == "saved_model.pb"):
         raise _Fallback()
-    try:
-        nodes = wire.parse_nodes(data)
-    except Exception:  # pylint: disable=broad-except
-        raise _Fallback() from None  # load says why the bytes do not parse
-    if nodes.library or not len(nodes.node):
-        raise _Fallback()
-    index = wire.read_index(data, nodes)
+    index = wire.read_index(data)
     if index is None or index.unknown is not False:
         raise _Fallback()  # load names the node, or says why the bytes do not parse
+    if index.library or not len(index.ops):
+        raise _Fallback()
     try:
         checks.check_bytes(data, source, index=index)
     except Exception:  # pylint: disable=broad-except
@@ -102,7 +98,7 @@ def _patch_bytes(data, index, rules, on_no_match, allow_replace):
     if (any(op == "IdentityN" and rules[r].estimator for op, r in pairs)
             or verify.needs_import(view.ops, owner, rules, pairs)):
         raise _Fallback()
-    graph = _Graph(index.nodes.node)
+    graph = _Graph(index)
     verify.check_fits(None, view.ops, owner, rules, "patch", allow_replace=allow_replace,
                       node_at=graph.node.__getitem__, names=index.lazy_names, pairs=pairs)
     warnings = patching.loop_warnings(graph, view)
@@ -204,11 +200,11 @@ def _write(data, path, overwrite, node_count):
         # followed by a serialized attr entry: they must still split into
         # as many nodes, with the same non-node fields.
         try:
-            written = wire.parse_nodes(back)
+            written = wire.node_count(back)
         except Exception as e:  # pylint: disable=broad-except
             raise GraphDefError("%s: the output does not re-parse: %s" % (where, e)) from e
-        if len(written.node) != node_count:
+        if written != node_count:
             raise GraphDefError("%s: the output holds %d nodes, not %d" % (
-                where, len(written.node), node_count))
+                where, written, node_count))
 
     frozen_io.write_bytes(data, path, overwrite=overwrite, verify=check)

@@ -16,16 +16,36 @@ in C, with no Python loop over nodes:
   which is then looked for in Python;
 * `input_counts`: how many inputs each node has, read from the bytes with
   numpy, field by field for all nodes at once.
+
+Where the C extension `graph_override.frozen._scan` was built (by pip,
+where a C compiler is at hand), `read_index` reads the names, op types and
+inputs in one pass in C and resolves every input to its node there too
+(with the same results; tests/test_frozen_scan.py compares both), and node
+bytes are sliced and appended in C. Setting the environment variable
+GRAPH_OVERRIDE_PURE_PYTHON=1 before import turns it off.
 """
 
 import collections.abc
+import os
 
 import numpy as np
 from google.protobuf import descriptor, descriptor_pb2, descriptor_pool, message_factory
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 __all__ = ["Index", "append_to_nodes", "fast_index", "has_unknown_fields", "input_counts",
-           "parse_nodes", "read_index"]
+           "node_count", "parse_nodes", "read_index", "speedups"]
+
+try:  # graph_override/frozen/_scan.c, built by pip where a C compiler is at hand
+    from graph_override.frozen import _scan
+except ImportError:  # pragma: no cover - depends on the build
+    _scan = None
+if os.environ.get("GRAPH_OVERRIDE_PURE_PYTHON", "") not in ("", "0"):
+    _scan = None
+
+
+def speedups():
+    """True if the C reader (`graph_override.frozen._scan`) is in use."""
+    return _scan is not None
 
 _FD = descriptor.FieldDescriptor
 _STRING, _BYTES = _FD.TYPE_STRING, _FD.TYPE_BYTES
@@ -63,7 +83,7 @@ def _is_repeated(field):
     return repeated if repeated is not None else field.label == _REPEATED
 
 
-def _merged_class(root, name, repeated=None):
+def _merged_class(root, name, repeated=None, singular=None):
     """A copy of `root` 's schema, every type it reaches included, in which
     message fields (repeated, in a oneof, or map entries) are singular, so
     that parsing merges all their occurrences into one message. Scalars keep
@@ -71,9 +91,11 @@ def _merged_class(root, name, repeated=None):
     the same bytes are known, or unknown, as to the real schema.
     `repeated` ({message type's full name: {field name: type}}) makes those
     scalar fields repeated, with that type, so that they collect every
-    occurrence."""
+    occurrence; `singular` (the same form) makes them singular, so that
+    parsing keeps only the last."""
     fdp = _file(name)
     repeated = repeated or {}
+    singular = singular or {}
 
     def local(d):
         return d.full_name.replace(".", "_")
@@ -94,6 +116,9 @@ def _merged_class(root, name, repeated=None):
             elif f.name in repeated.get(d.full_name, ()):
                 message.field.add(name=f.name, number=f.number,
                                   type=repeated[d.full_name][f.name], label=_REPEATED)
+            elif f.name in singular.get(d.full_name, ()):
+                message.field.add(name=f.name, number=f.number,
+                                  type=singular[d.full_name][f.name], label=_OPTIONAL)
             else:
                 message.field.add(
                     name=f.name, number=f.number,
@@ -105,6 +130,11 @@ def _merged_class(root, name, repeated=None):
 _Nodes = _nodes_class()
 # Every NodeDef merged into one, collecting names, op types and inputs.
 _MergedGraphDef = _merged_class(graph_pb2.GraphDef.DESCRIPTOR, "merged_graph", {
+    node_def_pb2.NodeDef.DESCRIPTOR.full_name: {"name": _BYTES, "op": _STRING,
+                                                "input": _BYTES}})
+# The same keeping only the last of each (the C reader collects them), to
+# look for unknown fields.
+_MergedFields = _merged_class(graph_pb2.GraphDef.DESCRIPTOR, "merged_fields", singular={
     node_def_pb2.NodeDef.DESCRIPTOR.full_name: {"name": _BYTES, "op": _STRING,
                                                 "input": _BYTES}})
 
@@ -126,12 +156,33 @@ class Index:
       nodes: the `Nodes` message (raw node bytes), or None.
       unknown: True if the graph holds a field its message type does not
         have, at any depth; None if not looked at.
+      names_ok, ops_ok: whether every name and op type is well formed,
+        as checked by the C reader; None if not checked.
+      dup: the first node whose name an earlier node has, or -1 (C
+        reader); None if not checked.
+      resolved: (src, port) from the C reader, numpy int64 arrays over
+        all inputs: the node each reads (-1 when it names none, or is not
+        NAME, NAME:N or ^NAME) and the output index (-1: control); or None.
     """
 
+    names_ok = ops_ok = dup = resolved = None
+
     def __init__(self, raw_names, ops, raw_inputs, counts, nodes=None, unknown=None):
-        self.raw_names, self.ops, self.raw_inputs = raw_names, ops, raw_inputs
+        self._raw_names, self.ops, self._raw_inputs = raw_names, ops, raw_inputs
         self.counts, self.nodes, self.unknown = counts, nodes, unknown
         self._names = self._inputs = None
+
+    @property
+    def raw_names(self):
+        return self._raw_names
+
+    @property
+    def raw_inputs(self):
+        return self._raw_inputs
+
+    def raw_input(self, j):
+        """Input j (bytes), of all inputs in node order."""
+        return self.raw_inputs[j]
 
     @property
     def names(self):
@@ -157,6 +208,27 @@ class Index:
         (for code that reads a few of a million)."""
         return self._names if self._names is not None else _Decoded(self.raw_names)
 
+    @property
+    def has_node_bytes(self):
+        """True if `node_bytes` can slice out each node."""
+        return self.nodes is not None
+
+    def node_bytes(self, i):
+        """The serialized NodeDef i."""
+        return self.nodes.node[i]
+
+    @property
+    def library(self):
+        """The serialized function library (b"" if none), or None when the
+        index was not read from bytes."""
+        return None if self.nodes is None else self.nodes.library
+
+    def append_to_nodes(self, data, suffixes):
+        """`append_to_nodes` of `data` (the bytes this index was read from);
+        the index no longer slices nodes afterwards."""
+        nodes, self.nodes = self.nodes, None  # its node bytes are changed in place
+        return append_to_nodes(data, suffixes, nodes)
+
     @classmethod
     def from_graph_def(cls, graph_def):
         """The index of a message, node by node (slow, for odd graphs)."""
@@ -167,6 +239,91 @@ class Index:
             inputs.extend(i.encode("utf-8") for i in node.input)
             counts.append(len(node.input))
         return cls(names, ops, inputs, np.array(counts, np.int64))
+
+
+class _ScanIndex(Index):
+    """The `Index` the C reader gives: spans into the bytes, with names and
+    inputs sliced out only when read."""
+
+    def __init__(self, data, scanned, unknown):
+        (spans, names, ops, inputs, counts, library, self.names_ok, self.ops_ok, self.dup,
+         src, port) = scanned
+        super().__init__(None, ops, None, np.frombuffer(counts, np.int64), unknown=unknown)
+        self.data = data
+        self.spans = np.frombuffer(spans, np.int64).reshape(-1, 3)
+        self._name_spans = _Spans(data, np.frombuffer(names, np.int64))
+        self._input_spans = _Spans(data, np.frombuffer(inputs, np.int64))
+        self._library = library
+        if src is not None:
+            self.resolved = np.frombuffer(src, np.int64), np.frombuffer(port, np.int64)
+
+    @property
+    def raw_names(self):
+        if self._raw_names is None:
+            self._raw_names = self._name_spans[:]
+        return self._raw_names
+
+    @property
+    def raw_inputs(self):
+        if self._raw_inputs is None:
+            self._raw_inputs = self._input_spans[:]
+        return self._raw_inputs
+
+    def raw_input(self, j):
+        return self._input_spans[j]
+
+    def name(self, i):
+        return self._name_spans[i].decode("utf-8", "replace")
+
+    @property
+    def lazy_names(self):
+        return self._names if self._names is not None else _Decoded(self._name_spans)
+
+    @property
+    def has_node_bytes(self):
+        return True
+
+    def node_bytes(self, i):
+        _, start, end = self.spans[i].tolist()
+        return self.data[start:end]
+
+    @property
+    def library(self):
+        if self._library is None:
+            return b""
+        at, size = self._library
+        return self.data[at:at + size]
+
+    def append_to_nodes(self, data, suffixes):
+        if data is not self.data:
+            return append_to_nodes(data, suffixes)
+        which = sorted(suffixes)
+        numbers = {}  # each distinct suffix once
+        of = [numbers.setdefault(suffixes[i], len(numbers)) for i in which]
+        return _scan.append(data, self.spans, np.array(which, np.int64),
+                            np.array(of, np.int64), list(numbers))
+
+
+class _Spans(collections.abc.Sequence):
+    """The byte strings at (offset, length) pairs of `data`."""
+
+    def __init__(self, data, pairs):
+        self._data, self._pairs = data, pairs
+
+    def __len__(self):
+        return len(self._pairs) // 2
+
+    def __getitem__(self, i):
+        data = self._data
+        if isinstance(i, slice):
+            pairs = self._pairs.reshape(-1, 2)[i].tolist()
+            return [data[at:at + size] for at, size in pairs]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        at, size = self._pairs[2 * i:2 * i + 2].tolist()
+        return data[at:at + size]
 
 
 class _Decoded(collections.abc.Sequence):
@@ -189,7 +346,21 @@ def read_index(data, nodes=None):
     set; None when the bytes do not parse or are not laid out as TensorFlow
     (and protobuf itself) writes them: nodes first, each starting with its
     name and op type, then its inputs (the slow path then reads the graph
-    node by node, and names a culprit if there is one)."""
+    node by node, and names a culprit if there is one). With the C reader,
+    any layout protobuf reads is read, and the inputs come resolved."""
+    if _scan is not None and nodes is None:
+        try:
+            scanned = _scan.scan(data)
+        except (TypeError, ValueError, BufferError):
+            scanned = None
+        if scanned is not None:
+            try:
+                unknown = _has_unknown(_MergedFields.FromString(data))
+            except ImportError:  # pragma: no cover - protobuf without unknown_fields
+                return None
+            except Exception:  # pylint: disable=broad-except
+                return None
+            return _ScanIndex(data, scanned, unknown)
     try:
         nodes = nodes if nodes is not None else _Nodes.FromString(data)
         merged = _MergedGraphDef.FromString(data)
@@ -206,6 +377,19 @@ def read_index(data, nodes=None):
     if counts is None:
         return None
     return Index(list(fields.name), list(fields.op), inputs, counts, nodes, unknown)
+
+
+def node_count(data):
+    """How many nodes the serialized GraphDef `data` holds.
+
+    Raises:
+      google.protobuf.message.DecodeError: `data` does not parse.
+    """
+    if _scan is not None:
+        count = _scan.node_count(data)
+        if count is not None:
+            return count
+    return len(_Nodes.FromString(data).node)
 
 
 def _varints(arr, pos):

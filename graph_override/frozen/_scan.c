@@ -1,0 +1,588 @@
+/* graph_override.frozen._scan: a one-pass reader of serialized GraphDefs.
+ *
+ * An optional speed-up of graph_override.frozen.wire; every function here
+ * has a pure-Python equivalent there, and the test suite runs both and
+ * compares them (tests/test_frozen_scan.py). The extension is built by
+ * `pip install` where a C compiler is at hand, and skipped otherwise.
+ *
+ * scan(data, resolve=True) walks the protobuf wire format of a GraphDef:
+ * the top-level fields, and in each node (field 1) the fields name (1), op
+ * (2) and input (3). It returns None for anything it does not read the
+ * way protobuf does (a truncated field, a group, a known field with
+ * another wire type, a node without exactly one name and one op, an op
+ * type that is not UTF-8, a second library): the caller then takes the
+ * pure-Python path, which names the culprit. Otherwise a tuple:
+ *
+ *   0 nodes    int64 triples (header offset, payload start, payload end)
+ *   1 names    int64 pairs (offset, length) of each node's name
+ *   2 ops      list of str, one per node (equal op types share one str)
+ *   3 inputs   int64 pairs (offset, length) of every input, in node order
+ *   4 counts   int64, inputs per node
+ *   5 library  (offset, length) of the function library, or None
+ *   6 names_ok every name matches [A-Za-z0-9.][A-Za-z0-9_.\-/>]*
+ *   7 ops_ok   every op type matches [A-Za-z0-9_.>\-]+
+ *   8 dup      index of the first node whose name an earlier node has, or -1
+ *   9 src      int64 per input: the node it reads, or -1 (not found, or
+ *              not of the forms NAME, NAME:DIGITS (up to 9), ^NAME)
+ *  10 port     int64 per input: the output index, -1 for a control input
+ *
+ * The int64 arrays are bytes objects (native byte order), read with
+ * numpy.frombuffer. With resolve=False, or when the names are not well
+ * formed or repeat, src and port are None. Offsets index into `data`.
+ *
+ * node_count(data) counts the nodes (field 1) at the top level, or
+ * returns None where scan() would.
+ *
+ * append(data, nodes, which, suffix_of, suffixes) returns `data` with
+ * suffixes[suffix_of[k]] appended to the payload of node which[k] (which
+ * ascending), each node's length prefix rewritten; every other byte is
+ * copied as it is.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- growable int64 arrays ---------------------------------------- */
+
+typedef struct {
+    int64_t *a;
+    Py_ssize_t n, cap;
+} vec;
+
+static int vec_push(vec *v, int64_t x) {
+    if (v->n == v->cap) {
+        Py_ssize_t cap = v->cap ? v->cap * 2 : 1024;
+        int64_t *a = (int64_t *)PyMem_Realloc(v->a, (size_t)cap * sizeof(int64_t));
+        if (a == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        v->a = a;
+        v->cap = cap;
+    }
+    v->a[v->n++] = x;
+    return 0;
+}
+
+static void vec_free(vec *v) {
+    PyMem_Free(v->a);
+    v->a = NULL;
+    v->n = v->cap = 0;
+}
+
+static PyObject *vec_bytes(const vec *v) {
+    return PyBytes_FromStringAndSize((const char *)v->a, v->n * (Py_ssize_t)sizeof(int64_t));
+}
+
+/* ---- wire format -------------------------------------------------- */
+
+/* Reads a varint at *p (< end); 0 if it runs past end or over 10 bytes. */
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    const uint8_t *q = *p;
+    uint64_t v = 0;
+    int shift;
+    for (shift = 0; shift < 70 && q < end; shift += 7) {
+        uint8_t b = *q++;
+        v |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80)) {
+            *p = q;
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Skips the value of a field of wire type `wt` (not LEN); 0 if it does
+ * not fit, or for groups and invalid wire types. */
+static int skip_value(const uint8_t **p, const uint8_t *end, int wt) {
+    uint64_t v;
+    switch (wt) {
+    case 0:
+        return read_varint(p, end, &v);
+    case 1:
+        if (end - *p < 8) return 0;
+        *p += 8;
+        return 1;
+    case 5:
+        if (end - *p < 4) return 0;
+        *p += 4;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Reads a field key and, for LEN fields, the payload bounds. */
+static int read_field(const uint8_t **p, const uint8_t *end, uint64_t *field, int *wt,
+                      const uint8_t **start, const uint8_t **stop) {
+    uint64_t key, len;
+    if (!read_varint(p, end, &key)) return 0;
+    *field = key >> 3;
+    *wt = (int)(key & 7);
+    if (*field == 0) return 0;
+    if (*wt != 2) return skip_value(p, end, *wt);
+    if (!read_varint(p, end, &len) || len > (uint64_t)(end - *p)) return 0;
+    *start = *p;
+    *stop = *p + len;
+    *p = *stop;
+    return 1;
+}
+
+/* ---- names -------------------------------------------------------- */
+
+static uint64_t mix(uint64_t h) {  /* MurmurHash3's finalizer */
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDULL;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static uint64_t hash_bytes(const uint8_t *s, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    uint64_t w;
+    while (n >= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0x87C37B91114253D5ULL;
+        h = (h << 31) | (h >> 33);
+        s += 8;
+        n -= 8;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    return mix(h ^ w);
+}
+
+/* Open addressing over node names, one 16-byte entry per slot: a probe
+ * reads one entry and, on a tag match, the name's bytes. Offsets and
+ * lengths fit 32 bits: scan() refuses data of 4 GB or more. */
+#define EMPTY 0xFFFFFFFFu
+#define BATCH 16
+
+typedef struct {
+    uint32_t tag, node, off, len;
+} entry;
+
+typedef struct {
+    entry *e;
+    size_t mask;
+} table;
+
+typedef struct {  /* a name to look up */
+    const uint8_t *s;
+    uint32_t len;
+    uint64_t h;
+} key;
+
+static int table_init(table *t, Py_ssize_t count) {
+    size_t cap = 16;
+    while (cap < (size_t)count * 2) cap <<= 1;
+    t->e = (entry *)PyMem_Malloc(cap * sizeof(entry));
+    if (t->e == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(t->e, 0xFF, cap * sizeof(entry));
+    t->mask = cap - 1;
+    return 0;
+}
+
+static void table_free(table *t) { PyMem_Free(t->e); }
+
+static void key_set(key *k, const table *t, const uint8_t *s, size_t n) {
+    k->s = s;
+    k->len = (uint32_t)n;
+    k->h = hash_bytes(s, n);
+    __builtin_prefetch(&t->e[k->h & t->mask]);
+}
+
+/* The node named k, or -1 - (the free slot where it would go). */
+static int64_t table_probe(const table *t, const uint8_t *data, const key *k) {
+    size_t i = (size_t)k->h & t->mask;
+    uint32_t tag = (uint32_t)(k->h >> 32);
+    for (;;) {
+        const entry *e = &t->e[i];
+        if (e->node == EMPTY) return -1 - (int64_t)i;
+        if (e->tag == tag && e->len == k->len && memcmp(data + e->off, k->s, k->len) == 0)
+            return e->node;
+        i = (i + 1) & t->mask;
+    }
+}
+
+/* Prefetches the bytes of the name in k's first slot, if its tag matches. */
+static void key_prefetch_name(const key *k, const table *t, const uint8_t *data) {
+    const entry *e = &t->e[k->h & t->mask];
+    if (e->node != EMPTY && e->tag == (uint32_t)(k->h >> 32)) __builtin_prefetch(data + e->off);
+}
+
+/* Adds every name, in node order, in batches whose table entries are
+ * fetched from memory together. Returns the first node whose name an
+ * earlier node has, or -1. */
+static int64_t table_fill(table *t, const uint8_t *data, const int64_t *names, Py_ssize_t n) {
+    key keys[BATCH];
+    for (Py_ssize_t base = 0; base < n; base += BATCH) {
+        Py_ssize_t nb = n - base < BATCH ? n - base : BATCH, k;
+        for (k = 0; k < nb; k++)
+            key_set(&keys[k], t, data + names[2 * (base + k)], (size_t)names[2 * (base + k) + 1]);
+        for (k = 0; k < nb; k++) key_prefetch_name(&keys[k], t, data);
+        for (k = 0; k < nb; k++) {
+            int64_t r = table_probe(t, data, &keys[k]);
+            if (r >= 0) return base + k;
+            entry *e = &t->e[-1 - r];
+            e->tag = (uint32_t)(keys[k].h >> 32);
+            e->node = (uint32_t)(base + k);
+            e->off = (uint32_t)(keys[k].s - data);
+            e->len = keys[k].len;
+        }
+    }
+    return -1;
+}
+
+static int name_char(uint8_t c, int first) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.')
+        return 1;
+    return !first && (c == '_' || c == '-' || c == '/' || c == '>');
+}
+
+static int op_char(uint8_t c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+           || c == '_' || c == '.' || c == '>' || c == '-';
+}
+
+static int well_formed(const uint8_t *s, int64_t n, int op) {
+    int64_t i;
+    if (n == 0) return 0;
+    for (i = 0; i < n; i++)
+        if (op ? !op_char(s[i]) : !name_char(s[i], i == 0)) return 0;
+    return 1;
+}
+
+/* Splits an input into the name it reads and its output index (-1: a
+ * control input); 0 if it is not NAME, NAME:DIGITS (up to 9) or ^NAME. */
+static int split_input(const uint8_t *s, size_t n, size_t *name_len, int64_t *port) {
+    size_t colon = n;
+    int64_t value = 0;
+    if (n > 0 && s[0] == '^') {
+        *port = -1;
+        *name_len = n - 1;
+        return 1;
+    }
+    while (colon > 0 && s[colon - 1] != ':') colon--;
+    *port = 0;
+    *name_len = n;
+    if (colon == 0) return 1;
+    if (n - colon == 0 || n - colon > 9) return 0;  /* s[colon - 1] is the last ':' */
+    for (size_t i = colon; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        value = value * 10 + (s[i] - '0');
+    }
+    *port = value;
+    *name_len = colon - 1;
+    return 1;
+}
+
+/* src and port of every input (see the module), in batches. */
+static void resolve_inputs(const table *t, const uint8_t *data, const int64_t *inputs,
+                           Py_ssize_t m, int64_t *src, int64_t *port) {
+    key keys[BATCH];
+    int ok[BATCH];
+    for (Py_ssize_t base = 0; base < m; base += BATCH) {
+        Py_ssize_t nb = m - base < BATCH ? m - base : BATCH, k;
+        for (k = 0; k < nb; k++) {
+            const uint8_t *s = data + inputs[2 * (base + k)];
+            size_t len;
+            ok[k] = split_input(s, (size_t)inputs[2 * (base + k) + 1], &len, &port[base + k]);
+            if (ok[k]) key_set(&keys[k], t, port[base + k] < 0 ? s + 1 : s, len);
+        }
+        for (k = 0; k < nb; k++)
+            if (ok[k]) key_prefetch_name(&keys[k], t, data);
+        for (k = 0; k < nb; k++) {
+            int64_t r = ok[k] ? table_probe(t, data, &keys[k]) : -1;
+            src[base + k] = r >= 0 ? r : -1;
+        }
+    }
+}
+
+/* ---- scan --------------------------------------------------------- */
+
+static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"data", "resolve", NULL};
+    (void)self;
+    Py_buffer buf;
+    int resolve = 1;
+    PyObject *result = NULL, *ops = NULL, *op_cache = NULL, *library = NULL;
+    vec nodes = {0}, names = {0}, op_spans = {0}, inputs = {0}, counts = {0};
+    vec src = {0}, port = {0};
+    int names_ok = 1, ops_ok = 1, have_library = 0;
+    int64_t dup = -1, library_at = 0, library_len = 0;
+    table t = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|p", keywords, &buf, &resolve))
+        return NULL;
+    const uint8_t *data = (const uint8_t *)buf.buf, *end = data + buf.len, *p = data;
+    if ((uint64_t)buf.len >= EMPTY) goto unread;  /* offsets are 32-bit */
+
+    while (p < end) {
+        const uint8_t *head = p, *start = NULL, *stop = NULL;
+        uint64_t field;
+        int wt;
+        if (!read_field(&p, end, &field, &wt, &start, &stop)) goto unread;
+        if (field == 2) {
+            if (wt != 2 || have_library) goto unread;
+            have_library = 1;
+            library_at = start - data;
+            library_len = stop - start;
+            continue;
+        }
+        if (field != 1) continue;  /* version, versions, debug_info, unknown */
+        if (wt != 2) goto unread;
+        const uint8_t *q = start, *name = NULL, *name_end = NULL, *op = NULL, *op_end = NULL;
+        int n_names = 0, n_ops = 0;
+        int64_t count = 0;
+        while (q < stop) {
+            const uint8_t *a = NULL, *b = NULL;
+            if (!read_field(&q, stop, &field, &wt, &a, &b)) goto unread;
+            if (field > 3) continue;
+            if (wt != 2) goto unread;
+            if (field == 1) {
+                name = a, name_end = b, n_names++;
+            } else if (field == 2) {
+                op = a, op_end = b, n_ops++;
+            } else {
+                if (vec_push(&inputs, a - data) < 0 || vec_push(&inputs, b - a) < 0) goto error;
+                count++;
+            }
+        }
+        if (n_names != 1 || n_ops != 1) goto unread;
+        if (vec_push(&nodes, head - data) < 0 || vec_push(&nodes, start - data) < 0
+                || vec_push(&nodes, stop - data) < 0 || vec_push(&names, name - data) < 0
+                || vec_push(&names, name_end - name) < 0 || vec_push(&op_spans, op - data) < 0
+                || vec_push(&op_spans, op_end - op) < 0 || vec_push(&counts, count) < 0)
+            goto error;
+        if (names_ok && !well_formed(name, name_end - name, 0)) names_ok = 0;
+        if (ops_ok && !well_formed(op, op_end - op, 1)) ops_ok = 0;
+    }
+
+    /* Op types as str, one object per distinct op type. */
+    Py_ssize_t n = counts.n, m = inputs.n / 2;
+    ops = PyList_New(n);
+    op_cache = PyDict_New();
+    if (ops == NULL || op_cache == NULL) goto error;
+    {
+        PyObject *last = NULL;
+        const uint8_t *last_at = NULL;
+        int64_t last_len = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const uint8_t *s = data + op_spans.a[2 * i];
+            int64_t len = op_spans.a[2 * i + 1];
+            if (last == NULL || len != last_len || memcmp(s, last_at, (size_t)len) != 0) {
+                PyObject *key = PyBytes_FromStringAndSize((const char *)s, len);
+                if (key == NULL) goto error;
+                last = PyDict_GetItemWithError(op_cache, key);
+                if (last == NULL) {
+                    if (PyErr_Occurred()) {
+                        Py_DECREF(key);
+                        goto error;
+                    }
+                    last = PyUnicode_DecodeUTF8((const char *)s, len, NULL);
+                    if (last == NULL) {
+                        Py_DECREF(key);
+                        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto error;
+                        PyErr_Clear();
+                        goto unread;  /* protobuf refuses a string that is not UTF-8 */
+                    }
+                    int failed = PyDict_SetItem(op_cache, key, last);
+                    Py_DECREF(last);  /* the cache holds it */
+                    if (failed) {
+                        Py_DECREF(key);
+                        goto error;
+                    }
+                }
+                Py_DECREF(key);
+                last_at = s;
+                last_len = len;
+            }
+            Py_INCREF(last);
+            PyList_SET_ITEM(ops, i, last);
+        }
+    }
+
+    if (names_ok && n > 0) {  /* duplicates, then every input */
+        if (table_init(&t, n) < 0) goto error;
+        dup = table_fill(&t, data, names.a, n);
+        if (dup < 0 && resolve) {
+            src.a = (int64_t *)PyMem_Malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+            port.a = (int64_t *)PyMem_Malloc((size_t)(m ? m : 1) * sizeof(int64_t));
+            if (src.a == NULL || port.a == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            src.n = port.n = src.cap = port.cap = m;
+            resolve_inputs(&t, data, inputs.a, m, src.a, port.a);
+        }
+    }
+
+    if (have_library) {
+        library = Py_BuildValue("(LL)", (long long)library_at, (long long)library_len);
+    } else {
+        library = Py_None;
+        Py_INCREF(library);
+    }
+    if (library == NULL) goto error;
+    {
+        int resolved = src.a != NULL;
+        result = Py_BuildValue(
+            "(NNONNNNNLNN)", vec_bytes(&nodes), vec_bytes(&names), ops, vec_bytes(&inputs),
+            vec_bytes(&counts), library, PyBool_FromLong(names_ok), PyBool_FromLong(ops_ok),
+            (long long)dup, resolved ? vec_bytes(&src) : (Py_INCREF(Py_None), Py_None),
+            resolved ? vec_bytes(&port) : (Py_INCREF(Py_None), Py_None));
+        library = NULL;  /* stolen ("N"), even on failure */
+    }
+    goto done;
+
+unread:
+    result = Py_None;
+    Py_INCREF(result);
+    goto done;
+error:
+    result = NULL;
+done:
+    Py_XDECREF(ops);
+    Py_XDECREF(op_cache);
+    Py_XDECREF(library);
+    table_free(&t);
+    vec_free(&nodes);
+    vec_free(&names);
+    vec_free(&op_spans);
+    vec_free(&inputs);
+    vec_free(&counts);
+    vec_free(&src);
+    vec_free(&port);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ---- append ------------------------------------------------------- */
+
+static size_t varint_size(uint64_t v) {
+    size_t k = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        k++;
+    }
+    return k;
+}
+
+static uint8_t *write_varint(uint8_t *out, uint64_t v) {
+    while (v >= 0x80) {
+        *out++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *out++ = (uint8_t)v;
+    return out;
+}
+
+static PyObject *append(PyObject *self, PyObject *args) {
+    Py_buffer data, spans, which, suffix_of;
+    PyObject *suffixes, *result = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*O!", &data, &spans, &which, &suffix_of,
+                          &PyList_Type, &suffixes))
+        return NULL;
+    const int64_t *node = (const int64_t *)spans.buf, *w = (const int64_t *)which.buf;
+    const int64_t *of = (const int64_t *)suffix_of.buf;
+    Py_ssize_t n_nodes = spans.len / (Py_ssize_t)(3 * sizeof(int64_t));
+    Py_ssize_t k = which.len / (Py_ssize_t)sizeof(int64_t), n_suffixes = PyList_GET_SIZE(suffixes);
+    Py_ssize_t size = data.len, i;
+    if (suffix_of.len != which.len) {
+        PyErr_SetString(PyExc_ValueError, "which and suffix_of differ in length");
+        goto done;
+    }
+    for (i = 0; i < n_suffixes; i++) {
+        if (!PyBytes_Check(PyList_GET_ITEM(suffixes, i))) {
+            PyErr_SetString(PyExc_TypeError, "suffixes must be bytes");
+            goto done;
+        }
+    }
+    for (i = 0; i < k; i++) {  /* the output's size */
+        if (w[i] < 0 || w[i] >= n_nodes || (i > 0 && w[i] <= w[i - 1]) || of[i] < 0
+                || of[i] >= n_suffixes) {
+            PyErr_SetString(PyExc_ValueError, "bad node or suffix index");
+            goto done;
+        }
+        const int64_t *s = node + 3 * w[i];
+        uint64_t len = (uint64_t)(s[2] - s[1]);
+        uint64_t grown = len + (uint64_t)PyBytes_GET_SIZE(PyList_GET_ITEM(suffixes, of[i]));
+        size += (Py_ssize_t)(1 + varint_size(grown) + grown) - (Py_ssize_t)(s[2] - s[0]);
+    }
+    result = PyBytes_FromStringAndSize(NULL, size);
+    if (result == NULL) goto done;
+    {
+        uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
+        const uint8_t *in = (const uint8_t *)data.buf;
+        int64_t at = 0;
+        for (i = 0; i < k; i++) {
+            const int64_t *s = node + 3 * w[i];
+            PyObject *suffix = PyList_GET_ITEM(suffixes, of[i]);
+            Py_ssize_t extra = PyBytes_GET_SIZE(suffix);
+            memcpy(out, in + at, (size_t)(s[0] - at));
+            out += s[0] - at;
+            *out++ = 0x0A;  /* field 1 (node), LEN */
+            out = write_varint(out, (uint64_t)(s[2] - s[1] + extra));
+            memcpy(out, in + s[1], (size_t)(s[2] - s[1]));
+            out += s[2] - s[1];
+            memcpy(out, PyBytes_AS_STRING(suffix), (size_t)extra);
+            out += extra;
+            at = s[2];
+        }
+        memcpy(out, in + at, (size_t)(data.len - at));
+    }
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&spans);
+    PyBuffer_Release(&which);
+    PyBuffer_Release(&suffix_of);
+    return result;
+}
+
+/* ---- node_count -------------------------------------------------- */
+
+static PyObject *node_count(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t count = 0;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    const uint8_t *p = (const uint8_t *)buf.buf, *end = p + buf.len;
+    while (p < end) {
+        const uint8_t *start, *stop;
+        uint64_t field;
+        int wt;
+        if (!read_field(&p, end, &field, &wt, &start, &stop) || (field == 1 && wt != 2)) {
+            PyBuffer_Release(&buf);
+            Py_RETURN_NONE;
+        }
+        count += field == 1;
+    }
+    PyBuffer_Release(&buf);
+    return PyLong_FromSsize_t(count);
+}
+
+static PyMethodDef methods[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
+     "scan(data, resolve=True): the index of a serialized GraphDef, or None."},
+    {"node_count", node_count, METH_VARARGS,
+     "node_count(data): how many nodes (field 1) the GraphDef holds, or None."},
+    {"append", append, METH_VARARGS,
+     "append(data, nodes, which, suffix_of, suffixes): data with node suffixes appended."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_scan", "A one-pass reader of serialized GraphDefs.", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
