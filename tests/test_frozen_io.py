@@ -289,11 +289,17 @@ INVALID_GRAPHS = {
     "dangling_control": (_graph(_X, ("a", "Sign", ["x", "^missing"])),
                          r"input '\^missing', but no node is named 'missing'"),
     "bad_port": (_graph(_X, ("a", "Sign", ["x:one"])), r"input 'x:one'"),
+    "port_over_int32": (_graph(_X, ("a", "Sign", ["x:99999999999999999999"])),
+                        r"the input 'x:9{20}' is malformed"),
+    "newline_in_name": (_graph(_X, ("a\nb", "Sign", ["x"])),
+                        r"node #1 has the invalid name 'a\\nb'"),
+    "newline_in_op": (_graph(_X, ("a", "Sign\nNeg", ["x"])),
+                      r"node 'a' has the invalid op type 'Sign\\nNeg'"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(INVALID_GRAPHS))
-def test_graphs_tensorflow_refuses_are_refused_naming_file_and_node(tmp_path, name):
+def test_graphs_tensorflow_refuses_are_refused_naming_file_and_node(tmp_path, name, reader):
     graph_def, match = INVALID_GRAPHS[name]
     with pytest.raises(GraphDefError, match=match):
         frozen.validate(graph_def)

@@ -140,7 +140,8 @@ def test_every_form_of_input_resolves_as_the_reference_says():
 @pytest.mark.parametrize("name, ok", [
     (b"x", True), (b"a.b-c_d/e>f", True), (b".x", True), (b"0", True),
     (b"_x", False), (b"-x", False), (b"/x", False), (b">x", False), (b"", False),
-    (b"a b", False), (b"a:1", False), (b"\xc3\xa9", False),
+    (b"a b", False), (b"a\nb", False), (b"a\n", False), (b"a:1", False),
+    (b"\xc3\xa9", False),
 ])
 def test_name_rules_match_tensorflows(name, ok):
     scanned = _scan.scan(_graph_bytes(_node(name)))
@@ -151,7 +152,7 @@ def test_name_rules_match_tensorflows(name, ok):
 @needs_c
 @pytest.mark.parametrize("op, ok", [
     (b"Sign", True), (b"My.Op>v2-x_y", True), (b"_Retval", True), (b"", False),
-    (b"A/B", False), (b"A B", False),
+    (b"A/B", False), (b"A\nB", False), (b"A B", False),
 ])
 def test_op_type_rules_match_tensorflows(op, ok):
     scanned = _scan.scan(_graph_bytes(_node(b"x", op)))

@@ -39,6 +39,7 @@ _INPUT_NODE_RE = re.compile(r"^\^|:\d+$", re.M)
 _BACK_EDGE_SOURCES = frozenset(("NextIteration", "RefNextIteration"))
 _BACK_EDGE_TARGETS = frozenset(("Merge", "RefMerge"))
 _UNKNOWN = -1  # an output count that cannot be computed: never refused
+_MAX_PORT = 2 ** 31 - 1  # TensorFlow's output indexes are int32
 
 
 def _arg_count(arg, attrs, defaults):
@@ -87,11 +88,12 @@ def _output_count(node, signatures):
 
 def _parse_special(ref, index):
     """(source index, port) of an input that is not a plain name; port -1
-    for a control input. Raises ValueError for a malformed port."""
+    for a control input. Raises ValueError for a malformed port (not
+    digits, or over int32)."""
     if ref.startswith(b"^"):
         return index.get(ref[1:], -1), -1
     name, _, port = ref.rpartition(b":")
-    if not port.isdigit():
+    if not port.isdigit() or int(port) > _MAX_PORT:
         raise ValueError(ref)
     return index.get(name, -1), int(port)
 
@@ -362,7 +364,9 @@ _NO_BAD_START = re.compile(rb"\n\n")
 
 def _well_formed(strings, chars, bad_start):
     """True if every string (bytes, or ASCII str) is non-empty and made of
-    `chars` only, and none starts as `bad_start` says: a few passes in C."""
+    `chars` only, and none starts as `bad_start` says: a few passes in C.
+    The strings are joined by newlines, so a newline inside one (which
+    `chars` lets through as the separator) makes it False too."""
     if not strings:
         return True
     if isinstance(strings[0], str):
@@ -372,7 +376,8 @@ def _well_formed(strings, chars, bad_start):
             return False
     else:
         joined = b"\n".join(strings) + b"\n"
-    if joined.translate(None, chars) or joined.startswith(b"\n"):
+    if (joined.translate(None, chars) or joined.startswith(b"\n")
+            or joined.count(b"\n") != len(strings)):
         return False
     return bad_start.search(b"\n" + joined) is None
 
