@@ -128,8 +128,8 @@ INPUTS = [
 def test_every_form_of_input_resolves_as_the_reference_says():
     data = _graph_bytes(_node(), _node(b"y0", b"AddN", [i for i, _, _ in INPUTS]))
     scanned = _scan.scan(data)
-    src = np.frombuffer(scanned[9], np.int64).tolist()
-    port = np.frombuffer(scanned[10], np.int64).tolist()
+    src = np.frombuffer(scanned[9], np.int32).tolist()
+    port = np.frombuffer(scanned[10], np.int32).tolist()
     assert src == [s for _, s, _ in INPUTS]
     for (ref, s, p), got in zip(INPUTS, port):
         if s >= 0:
@@ -237,10 +237,10 @@ def test_any_bytes_give_none_or_spans_inside_them(data):
     count = _scan.node_count(data)
     if scanned is None:
         return
-    nodes = np.frombuffer(scanned[0], np.int64).reshape(-1, 3)
-    names = np.frombuffer(scanned[1], np.int64).reshape(-1, 2)
-    inputs = np.frombuffer(scanned[3], np.int64).reshape(-1, 2)
-    counts = np.frombuffer(scanned[4], np.int64)
+    nodes = np.frombuffer(scanned[0], np.int32).reshape(-1, 3)
+    names = np.frombuffer(scanned[1], np.int32).reshape(-1, 2)
+    inputs = np.frombuffer(scanned[3], np.int32).reshape(-1, 2)
+    counts = np.frombuffer(scanned[4], np.int32)
     assert count == len(nodes) == len(names) == len(scanned[2]) == len(counts)
     assert counts.sum() == len(inputs)
     assert ((nodes[:, 0] < nodes[:, 1]) & (nodes[:, 1] <= nodes[:, 2])).all()
@@ -251,7 +251,7 @@ def test_any_bytes_give_none_or_spans_inside_them(data):
     parsed = wire.parse_nodes(data)
     assert [data[s:e] for _, s, e in nodes.tolist()] == list(parsed.node)
     if scanned[9] is not None:
-        src = np.frombuffer(scanned[9], np.int64)
+        src = np.frombuffer(scanned[9], np.int32)
         assert len(src) == len(inputs) and (src < len(nodes)).all() and (src >= -1).all()
 
 

@@ -13,21 +13,21 @@
  * type that is not UTF-8, a second library): the caller then takes the
  * pure-Python path, which names the culprit. Otherwise a tuple:
  *
- *   0 nodes    int64 triples (header offset, payload start, payload end)
- *   1 names    int64 pairs (offset, length) of each node's name
+ *   0 nodes    int32 triples (header offset, payload start, payload end)
+ *   1 names    int32 pairs (offset, length) of each node's name
  *   2 ops      list of str, one per node (equal op types share one str)
- *   3 inputs   int64 pairs (offset, length) of every input, in node order
- *   4 counts   int64, inputs per node
+ *   3 inputs   int32 pairs (offset, length) of every input, in node order
+ *   4 counts   int32, inputs per node
  *   5 library  (offset, length) of the function library, or None
  *   6 names_ok every name matches [A-Za-z0-9.][A-Za-z0-9_.\-/>]*
  *   7 ops_ok   every op type matches [A-Za-z0-9_.>\-]+
  *   8 dup      index of the first node whose name an earlier node has, or -1
- *   9 src      int64 per input: the node it reads, or -1 (not found, or
+ *   9 src      int32 per input: the node it reads, or -1 (not found, or
  *              not of the forms NAME, NAME:DIGITS (up to 9), ^NAME)
- *  10 port     int64 per input: the output index, -1 for a control input
+ *  10 port     int32 per input: the output index, -1 for a control input
  *
- * The int64 arrays are bytes objects (native byte order), read with
- * numpy.frombuffer. With resolve=False, or when the names are not well
+ * The int32 arrays are bytes objects (native byte order), read with
+ * numpy.frombuffer; data of 2 GB or more (protobuf's limit) returns None. With resolve=False, or when the names are not well
  * formed or repeat, src and port are None. Offsets index into `data`.
  *
  * node_count(data) counts the nodes (field 1) at the top level, or
@@ -44,37 +44,47 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- growable int64 arrays ---------------------------------------- */
+/* ---- growable int32 arrays, kept in the bytes object returned ------ */
 
 typedef struct {
-    int64_t *a;
+    PyObject *b;  /* a bytes object, grown in place and cut to size at the end */
+    int32_t *a;
     Py_ssize_t n, cap;
 } vec;
 
-static int vec_push(vec *v, int64_t x) {
-    if (v->n == v->cap) {
-        Py_ssize_t cap = v->cap ? v->cap * 2 : 1024;
-        int64_t *a = (int64_t *)PyMem_Realloc(v->a, (size_t)cap * sizeof(int64_t));
-        if (a == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        v->a = a;
-        v->cap = cap;
-    }
-    v->a[v->n++] = x;
+static int vec_init(vec *v, Py_ssize_t cap) {
+    v->b = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(int32_t));
+    if (v->b == NULL) return -1;
+    v->a = (int32_t *)PyBytes_AS_STRING(v->b);
+    v->n = 0;
+    v->cap = cap;
     return 0;
 }
 
-static void vec_free(vec *v) {
-    PyMem_Free(v->a);
-    v->a = NULL;
-    v->n = v->cap = 0;
+static int vec_grow(vec *v) {
+    Py_ssize_t cap = v->cap * 2;
+    if (_PyBytes_Resize(&v->b, cap * (Py_ssize_t)sizeof(int32_t)) < 0) return -1;
+    v->a = (int32_t *)PyBytes_AS_STRING(v->b);
+    v->cap = cap;
+    return 0;
 }
 
-static PyObject *vec_bytes(const vec *v) {
-    return PyBytes_FromStringAndSize((const char *)v->a, v->n * (Py_ssize_t)sizeof(int64_t));
+static inline int vec_push(vec *v, Py_ssize_t x) {
+    if (v->n == v->cap && vec_grow(v) < 0) return -1;
+    v->a[v->n++] = (int32_t)x;
+    return 0;
 }
+
+/* The bytes object, cut to the values pushed; the vec gives it up. */
+static PyObject *vec_finish(vec *v) {
+    PyObject *b;
+    if (_PyBytes_Resize(&v->b, v->n * (Py_ssize_t)sizeof(int32_t)) < 0) return NULL;
+    b = v->b;
+    v->b = NULL;
+    return b;
+}
+
+static void vec_free(vec *v) { Py_CLEAR(v->b); }
 
 /* ---- wire format -------------------------------------------------- */
 
@@ -159,9 +169,9 @@ static uint64_t hash_bytes(const uint8_t *s, size_t n) {
 
 /* Open addressing over node names, one 16-byte entry per slot: a probe
  * reads one entry and, on a tag match, the name's bytes. Offsets and
- * lengths fit 32 bits: scan() refuses data of 4 GB or more. */
+ * lengths fit 32 bits: scan() refuses data of 2 GB or more. */
 #define EMPTY 0xFFFFFFFFu
-#define BATCH 16
+#define BATCH 32
 
 typedef struct {
     uint32_t tag, node, off, len;
@@ -222,7 +232,7 @@ static void key_prefetch_name(const key *k, const table *t, const uint8_t *data)
 /* Adds every name, in node order, in batches whose table entries are
  * fetched from memory together. Returns the first node whose name an
  * earlier node has, or -1. */
-static int64_t table_fill(table *t, const uint8_t *data, const int64_t *names, Py_ssize_t n) {
+static int64_t table_fill(table *t, const uint8_t *data, const int32_t *names, Py_ssize_t n) {
     key keys[BATCH];
     for (Py_ssize_t base = 0; base < n; base += BATCH) {
         Py_ssize_t nb = n - base < BATCH ? n - base : BATCH, k;
@@ -286,8 +296,8 @@ static int split_input(const uint8_t *s, size_t n, size_t *name_len, int64_t *po
 }
 
 /* src and port of every input (see the module), in batches. */
-static void resolve_inputs(const table *t, const uint8_t *data, const int64_t *inputs,
-                           Py_ssize_t m, int64_t *src, int64_t *port) {
+static void resolve_inputs(const table *t, const uint8_t *data, const int32_t *inputs,
+                           Py_ssize_t m, int32_t *src, int32_t *port) {
     key keys[BATCH];
     int ok[BATCH];
     for (Py_ssize_t base = 0; base < m; base += BATCH) {
@@ -295,35 +305,88 @@ static void resolve_inputs(const table *t, const uint8_t *data, const int64_t *i
         for (k = 0; k < nb; k++) {
             const uint8_t *s = data + inputs[2 * (base + k)];
             size_t len;
-            ok[k] = split_input(s, (size_t)inputs[2 * (base + k) + 1], &len, &port[base + k]);
-            if (ok[k]) key_set(&keys[k], t, port[base + k] < 0 ? s + 1 : s, len);
+            int64_t p;
+            ok[k] = split_input(s, (size_t)inputs[2 * (base + k) + 1], &len, &p);
+            port[base + k] = (int32_t)p;
+            if (ok[k]) key_set(&keys[k], t, p < 0 ? s + 1 : s, len);
         }
         for (k = 0; k < nb; k++)
             if (ok[k]) key_prefetch_name(&keys[k], t, data);
         for (k = 0; k < nb; k++) {
             int64_t r = ok[k] ? table_probe(t, data, &keys[k]) : -1;
-            src[base + k] = r >= 0 ? r : -1;
+            src[base + k] = r >= 0 ? (int32_t)r : -1;
         }
     }
 }
 
 /* ---- scan --------------------------------------------------------- */
 
+/* Op types as str, one object per distinct op type: a small cache in
+ * front of a dict keyed by the op type's bytes. */
+#define OP_SLOTS 64
+
+typedef struct {
+    PyObject *dict;  /* bytes -> str; holds the references */
+    struct {
+        const uint8_t *s;
+        Py_ssize_t len;
+        PyObject *str;  /* borrowed from dict */
+    } slot[OP_SLOTS];
+} op_cache;
+
+/* A borrowed str of the op type s[0:len]; NULL with an exception set, or
+ * NULL with none when it is not UTF-8. */
+static PyObject *op_str(op_cache *c, const uint8_t *s, Py_ssize_t len) {
+    size_t i = (size_t)hash_bytes(s, (size_t)len) & (OP_SLOTS - 1);
+    PyObject *key, *str;
+    if (c->slot[i].str != NULL && c->slot[i].len == len && memcmp(c->slot[i].s, s, (size_t)len) == 0)
+        return c->slot[i].str;
+    key = PyBytes_FromStringAndSize((const char *)s, len);
+    if (key == NULL) return NULL;
+    str = PyDict_GetItemWithError(c->dict, key);
+    if (str == NULL && !PyErr_Occurred()) {
+        str = PyUnicode_DecodeUTF8((const char *)s, len, NULL);
+        if (str == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+        } else {
+            int failed = PyDict_SetItem(c->dict, key, str);
+            Py_DECREF(str);  /* the dict holds it */
+            if (failed) str = NULL;
+        }
+    }
+    Py_DECREF(key);
+    if (str != NULL) {
+        c->slot[i].s = s;
+        c->slot[i].len = len;
+        c->slot[i].str = str;
+    }
+    return str;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwargs) {
     static char *keywords[] = {"data", "resolve", NULL};
-    (void)self;
     Py_buffer buf;
     int resolve = 1;
-    PyObject *result = NULL, *ops = NULL, *op_cache = NULL, *library = NULL;
-    vec nodes = {0}, names = {0}, op_spans = {0}, inputs = {0}, counts = {0};
-    vec src = {0}, port = {0};
+    PyObject *result = NULL, *ops = NULL, *library = NULL;
+    op_cache cache;
+    vec nodes = {0}, names = {0}, inputs = {0}, counts = {0}, src = {0}, port = {0};
     int names_ok = 1, ops_ok = 1, have_library = 0;
     int64_t dup = -1, library_at = 0, library_len = 0;
     table t = {0};
+    (void)self;
+    memset(&cache, 0, sizeof(cache));
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|p", keywords, &buf, &resolve))
         return NULL;
     const uint8_t *data = (const uint8_t *)buf.buf, *end = data + buf.len, *p = data;
-    if ((uint64_t)buf.len >= EMPTY) goto unread;  /* offsets are 32-bit */
+    if (buf.len > INT32_MAX) goto unread;  /* offsets are int32 */
+    /* First sizes: about 80 bytes a node and half an input per 40 bytes. */
+    cache.dict = PyDict_New();
+    ops = PyList_New(0);
+    if (cache.dict == NULL || ops == NULL || vec_init(&nodes, 3 * (buf.len / 80 + 16)) < 0
+            || vec_init(&names, 2 * (buf.len / 80 + 16)) < 0
+            || vec_init(&counts, buf.len / 80 + 16) < 0
+            || vec_init(&inputs, 2 * (buf.len / 40 + 16)) < 0)
+        goto error;
 
     while (p < end) {
         const uint8_t *head = p, *start = NULL, *stop = NULL;
@@ -341,7 +404,7 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwargs) {
         if (wt != 2) goto unread;
         const uint8_t *q = start, *name = NULL, *name_end = NULL, *op = NULL, *op_end = NULL;
         int n_names = 0, n_ops = 0;
-        int64_t count = 0;
+        Py_ssize_t count = 0;
         while (q < stop) {
             const uint8_t *a = NULL, *b = NULL;
             if (!read_field(&q, stop, &field, &wt, &a, &b)) goto unread;
@@ -357,71 +420,28 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwargs) {
             }
         }
         if (n_names != 1 || n_ops != 1) goto unread;
-        if (vec_push(&nodes, head - data) < 0 || vec_push(&nodes, start - data) < 0
-                || vec_push(&nodes, stop - data) < 0 || vec_push(&names, name - data) < 0
-                || vec_push(&names, name_end - name) < 0 || vec_push(&op_spans, op - data) < 0
-                || vec_push(&op_spans, op_end - op) < 0 || vec_push(&counts, count) < 0)
+        PyObject *str = op_str(&cache, op, op_end - op);
+        if (str == NULL) {
+            if (PyErr_Occurred()) goto error;
+            goto unread;  /* protobuf refuses a string that is not UTF-8 */
+        }
+        if (PyList_Append(ops, str) < 0 || vec_push(&nodes, head - data) < 0
+                || vec_push(&nodes, start - data) < 0 || vec_push(&nodes, stop - data) < 0
+                || vec_push(&names, name - data) < 0 || vec_push(&names, name_end - name) < 0
+                || vec_push(&counts, count) < 0)
             goto error;
         if (names_ok && !well_formed(name, name_end - name, 0)) names_ok = 0;
         if (ops_ok && !well_formed(op, op_end - op, 1)) ops_ok = 0;
     }
 
-    /* Op types as str, one object per distinct op type. */
     Py_ssize_t n = counts.n, m = inputs.n / 2;
-    ops = PyList_New(n);
-    op_cache = PyDict_New();
-    if (ops == NULL || op_cache == NULL) goto error;
-    {
-        PyObject *last = NULL;
-        const uint8_t *last_at = NULL;
-        int64_t last_len = -1;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            const uint8_t *s = data + op_spans.a[2 * i];
-            int64_t len = op_spans.a[2 * i + 1];
-            if (last == NULL || len != last_len || memcmp(s, last_at, (size_t)len) != 0) {
-                PyObject *key = PyBytes_FromStringAndSize((const char *)s, len);
-                if (key == NULL) goto error;
-                last = PyDict_GetItemWithError(op_cache, key);
-                if (last == NULL) {
-                    if (PyErr_Occurred()) {
-                        Py_DECREF(key);
-                        goto error;
-                    }
-                    last = PyUnicode_DecodeUTF8((const char *)s, len, NULL);
-                    if (last == NULL) {
-                        Py_DECREF(key);
-                        if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) goto error;
-                        PyErr_Clear();
-                        goto unread;  /* protobuf refuses a string that is not UTF-8 */
-                    }
-                    int failed = PyDict_SetItem(op_cache, key, last);
-                    Py_DECREF(last);  /* the cache holds it */
-                    if (failed) {
-                        Py_DECREF(key);
-                        goto error;
-                    }
-                }
-                Py_DECREF(key);
-                last_at = s;
-                last_len = len;
-            }
-            Py_INCREF(last);
-            PyList_SET_ITEM(ops, i, last);
-        }
-    }
-
     if (names_ok && n > 0) {  /* duplicates, then every input */
         if (table_init(&t, n) < 0) goto error;
         dup = table_fill(&t, data, names.a, n);
         if (dup < 0 && resolve) {
-            src.a = (int64_t *)PyMem_Malloc((size_t)(m ? m : 1) * sizeof(int64_t));
-            port.a = (int64_t *)PyMem_Malloc((size_t)(m ? m : 1) * sizeof(int64_t));
-            if (src.a == NULL || port.a == NULL) {
-                PyErr_NoMemory();
-                goto error;
-            }
-            src.n = port.n = src.cap = port.cap = m;
+            if (vec_init(&src, m + 1) < 0 || vec_init(&port, m + 1) < 0) goto error;
             resolve_inputs(&t, data, inputs.a, m, src.a, port.a);
+            src.n = port.n = m;
         }
     }
 
@@ -433,12 +453,20 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwargs) {
     }
     if (library == NULL) goto error;
     {
-        int resolved = src.a != NULL;
-        result = Py_BuildValue(
-            "(NNONNNNNLNN)", vec_bytes(&nodes), vec_bytes(&names), ops, vec_bytes(&inputs),
-            vec_bytes(&counts), library, PyBool_FromLong(names_ok), PyBool_FromLong(ops_ok),
-            (long long)dup, resolved ? vec_bytes(&src) : (Py_INCREF(Py_None), Py_None),
-            resolved ? vec_bytes(&port) : (Py_INCREF(Py_None), Py_None));
+        PyObject *parts[6];
+        vec *vecs[6] = {&nodes, &names, &inputs, &counts, &src, &port};
+        for (int i = 0; i < 6; i++) {
+            if (vecs[i]->b == NULL) {
+                parts[i] = Py_None;
+                Py_INCREF(Py_None);
+            } else if ((parts[i] = vec_finish(vecs[i])) == NULL) {
+                while (i--) Py_DECREF(parts[i]);
+                goto error;
+            }
+        }
+        result = Py_BuildValue("(NNONNNNNLNN)", parts[0], parts[1], ops, parts[2], parts[3],
+                               library, PyBool_FromLong(names_ok), PyBool_FromLong(ops_ok),
+                               (long long)dup, parts[4], parts[5]);
         library = NULL;  /* stolen ("N"), even on failure */
     }
     goto done;
@@ -451,12 +479,11 @@ error:
     result = NULL;
 done:
     Py_XDECREF(ops);
-    Py_XDECREF(op_cache);
+    Py_XDECREF(cache.dict);
     Py_XDECREF(library);
     table_free(&t);
     vec_free(&nodes);
     vec_free(&names);
-    vec_free(&op_spans);
     vec_free(&inputs);
     vec_free(&counts);
     vec_free(&src);
@@ -492,9 +519,9 @@ static PyObject *append(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "y*y*y*y*O!", &data, &spans, &which, &suffix_of,
                           &PyList_Type, &suffixes))
         return NULL;
-    const int64_t *node = (const int64_t *)spans.buf, *w = (const int64_t *)which.buf;
-    const int64_t *of = (const int64_t *)suffix_of.buf;
-    Py_ssize_t n_nodes = spans.len / (Py_ssize_t)(3 * sizeof(int64_t));
+    const int32_t *node = (const int32_t *)spans.buf;
+    const int64_t *w = (const int64_t *)which.buf, *of = (const int64_t *)suffix_of.buf;
+    Py_ssize_t n_nodes = spans.len / (Py_ssize_t)(3 * sizeof(int32_t));
     Py_ssize_t k = which.len / (Py_ssize_t)sizeof(int64_t), n_suffixes = PyList_GET_SIZE(suffixes);
     Py_ssize_t size = data.len, i;
     if (suffix_of.len != which.len) {
@@ -513,7 +540,7 @@ static PyObject *append(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "bad node or suffix index");
             goto done;
         }
-        const int64_t *s = node + 3 * w[i];
+        const int32_t *s = node + 3 * w[i];
         uint64_t len = (uint64_t)(s[2] - s[1]);
         uint64_t grown = len + (uint64_t)PyBytes_GET_SIZE(PyList_GET_ITEM(suffixes, of[i]));
         size += (Py_ssize_t)(1 + varint_size(grown) + grown) - (Py_ssize_t)(s[2] - s[0]);
@@ -523,9 +550,9 @@ static PyObject *append(PyObject *self, PyObject *args) {
     {
         uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
         const uint8_t *in = (const uint8_t *)data.buf;
-        int64_t at = 0;
+        Py_ssize_t at = 0;
         for (i = 0; i < k; i++) {
-            const int64_t *s = node + 3 * w[i];
+            const int32_t *s = node + 3 * w[i];
             PyObject *suffix = PyList_GET_ITEM(suffixes, of[i]);
             Py_ssize_t extra = PyBytes_GET_SIZE(suffix);
             memcpy(out, in + at, (size_t)(s[0] - at));

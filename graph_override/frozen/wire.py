@@ -152,7 +152,8 @@ class Index:
       raw_names: node names as bytes (UTF-8), in node order.
       ops: op types (str), in node order.
       raw_inputs: every node's inputs as bytes, in node order.
-      counts: how many inputs each node has (numpy int64).
+      counts: how many inputs each node has (numpy int64, or int32 from
+        the C reader).
       nodes: the `Nodes` message (raw node bytes), or None.
       unknown: True if the graph holds a field its message type does not
         have, at any depth; None if not looked at.
@@ -160,7 +161,7 @@ class Index:
         as checked by the C reader; None if not checked.
       dup: the first node whose name an earlier node has, or -1 (C
         reader); None if not checked.
-      resolved: (src, port) from the C reader, numpy int64 arrays over
+      resolved: (src, port) from the C reader, numpy int32 arrays over
         all inputs: the node each reads (-1 when it names none, or is not
         NAME, NAME:N or ^NAME) and the output index (-1: control); or None.
     """
@@ -248,14 +249,14 @@ class _ScanIndex(Index):
     def __init__(self, data, scanned, unknown):
         (spans, names, ops, inputs, counts, library, self.names_ok, self.ops_ok, self.dup,
          src, port) = scanned
-        super().__init__(None, ops, None, np.frombuffer(counts, np.int64), unknown=unknown)
+        super().__init__(None, ops, None, np.frombuffer(counts, np.int32), unknown=unknown)
         self.data = data
-        self.spans = np.frombuffer(spans, np.int64).reshape(-1, 3)
-        self._name_spans = _Spans(data, np.frombuffer(names, np.int64))
-        self._input_spans = _Spans(data, np.frombuffer(inputs, np.int64))
+        self.spans = np.frombuffer(spans, np.int32).reshape(-1, 3)
+        self._name_spans = _Spans(data, np.frombuffer(names, np.int32))
+        self._input_spans = _Spans(data, np.frombuffer(inputs, np.int32))
         self._library = library
         if src is not None:
-            self.resolved = np.frombuffer(src, np.int64), np.frombuffer(port, np.int64)
+            self.resolved = np.frombuffer(src, np.int32), np.frombuffer(port, np.int32)
 
     @property
     def raw_names(self):
