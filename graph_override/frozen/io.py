@@ -157,6 +157,7 @@ def read_regular_file(path):
         raise GraphDefError(
             "%s: is over %d bytes, protobuf's 2 GB limit for one message, so it "
             "cannot be a GraphDef; stopped reading there." % (path, MAX_BYTES))
+    chunks = [c for c in chunks if c]  # the last read is usually the empty one at the end
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 

@@ -273,7 +273,7 @@ def set_names(view, rules, selected, owner, node_at, pairs=None):
                                     "gradient to; narrow the rule %s"
                                     % (view.index.name(i), view.ops[i], rules[r]))
     order = sorted(owner)
-    data = view.index.append_to_nodes(view.data, {i: entries[owner[i]] for i in order})
+    data = view.index.append_entries(view.data, order, [owner[i] for i in order], entries)
     changes = NodeChanges(view.index.lazy_names, view.ops, order, owner, targets, texts)
     report = PatchReport(changes=changes, rule_matches=[
         (texts[j], len(selected[j])) for j in range(len(rules))])

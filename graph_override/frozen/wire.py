@@ -230,6 +230,11 @@ class Index:
         nodes, self.nodes = self.nodes, None  # its node bytes are changed in place
         return append_to_nodes(data, suffixes, nodes)
 
+    def append_entries(self, data, which, of, entries):
+        """`append_to_nodes` of `data` with ``entries[of[k]]`` appended to
+        node ``which[k]`` (`which` ascending)."""
+        return self.append_to_nodes(data, {i: entries[e] for i, e in zip(which, of)})
+
     @classmethod
     def from_graph_def(cls, graph_def):
         """The index of a message, node by node (slow, for odd graphs)."""
@@ -296,13 +301,17 @@ class _ScanIndex(Index):
         return self.data[at:at + size]
 
     def append_to_nodes(self, data, suffixes):
-        if data is not self.data:
-            return append_to_nodes(data, suffixes)
         which = sorted(suffixes)
         numbers = {}  # each distinct suffix once
         of = [numbers.setdefault(suffixes[i], len(numbers)) for i in which]
+        return self.append_entries(data, which, of, list(numbers))
+
+    def append_entries(self, data, which, of, entries):
+        if data is not self.data:
+            return append_to_nodes(data, {i: entries[e] for i, e in zip(which, of)})
         return _scan.append(data, self.spans, np.array(which, np.int64),
-                            np.array(of, np.int64), list(numbers))
+                            np.array(of, np.int64),
+                            [b"" if e is None else e for e in entries])  # None: unused
 
 
 class _Spans(collections.abc.Sequence):
