@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 import frozen_graphs
 import test_frozen_io
 from graph_override import frozen
 from graph_override.errors import GraphDefError, GraphOverrideError
-from graph_override.frozen import pipeline, wire
+from graph_override.frozen import graph_index, pipeline, wire
 
 # Every test runs with the C reader and with the pure-Python one.
 pytestmark = pytest.mark.usefixtures("reader")
@@ -227,22 +226,22 @@ def test_unknown_fields_are_seen_at_every_depth(where):
     has_unknown = len(full.SerializeToString()) != size  # what protobuf itself says
     assert has_unknown == (where != "none")
     assert wire.has_unknown_fields(data) == has_unknown
-    assert wire.read_index(data).unknown == has_unknown
+    assert graph_index.read_index(data).unknown == has_unknown
 
 
 def test_a_known_field_with_the_wrong_wire_type_is_unknown():
     node = _field(1, b"c") + _field(2, b"Const") + _varint(4 << 3) + _varint(7)  # device
     data = _field(1, node)
     assert wire.has_unknown_fields(data)
-    assert wire.read_index(data).unknown
-    assert wire.read_index(_field(1, _field(1, b"c") + _varint(2 << 3) + _varint(7))) is None
+    assert graph_index.read_index(data).unknown
+    assert graph_index.read_index(_field(1, _field(1, b"c") + _varint(2 << 3) + _varint(7))) is None
 
 
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
 def test_the_index_is_what_a_full_parse_gives(graph):
     graph_def = GRAPHS[graph]
     data = graph_def.SerializeToString()
-    index = wire.read_index(data)
+    index = graph_index.read_index(data)
     assert index.names == [n.name for n in graph_def.node]
     assert index.ops == [n.op for n in graph_def.node]
     assert index.inputs == [i for n in graph_def.node for i in n.input]
@@ -288,11 +287,11 @@ def test_layouts_protobuf_does_not_write_take_the_slow_path_with_the_same_result
     data = layouts[layout]
     expected = graph_pb2.GraphDef.FromString(canonical)
     assert graph_pb2.GraphDef.FromString(data) == expected  # the same graph
-    assert wire.read_index(canonical).counts.tolist() == [0, 1, 2]
+    assert graph_index.read_index(canonical).counts.tolist() == [0, 1, 2]
     if reader == "python":
-        assert wire.read_index(data) is None  # not the fast layout: the slow path
+        assert graph_index.read_index(data) is None  # not the fast layout: the slow path
     else:  # the C reader reads any layout protobuf reads
-        index = wire.read_index(data)
+        index = graph_index.read_index(data)
         assert (index.raw_names, index.ops, index.raw_inputs) == (
             [b"x", b"y", b"z"], ["Placeholder", "Sign", "AddN"], [b"x", b"x", b"y"])
         assert index.counts.tolist() == [0, 1, 2]
@@ -311,6 +310,6 @@ def test_input_counts_of_a_node_with_hundreds_of_inputs():
         total = tf.add_n(xs, name="sum")
         tf.add_n([total, xs[0], xs[1]], name="y")
     graph_def = g.as_graph_def()
-    index = wire.read_index(graph_def.SerializeToString())
+    index = graph_index.read_index(graph_def.SerializeToString())
     assert index.counts.tolist() == [len(n.input) for n in graph_def.node]
     assert index.counts.max() == 300

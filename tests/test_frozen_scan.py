@@ -18,7 +18,7 @@ import test_frozen_io
 import test_frozen_pipeline
 from graph_override import frozen
 from graph_override.errors import GraphDefError
-from graph_override.frozen import checks, wire
+from graph_override.frozen import checks, graph_index, wire
 
 _scan = wire._scan  # pylint: disable=protected-access
 needs_c = pytest.mark.skipif(
@@ -35,7 +35,7 @@ def _c_reader_built():
 def _python_index(data, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(wire, "_scan", None)
-        return wire.read_index(data)
+        return graph_index.read_index(data)
 
 
 def _expected_resolution(graph_def):
@@ -82,8 +82,8 @@ GRAPHS = _graphs()
 def test_both_readers_read_the_same_index(name, monkeypatch):
     graph_def = GRAPHS[name]
     data = graph_def.SerializeToString()
-    c, py = wire.read_index(data), _python_index(data, monkeypatch)
-    assert isinstance(c, wire._ScanIndex)  # pylint: disable=protected-access
+    c, py = graph_index.read_index(data), _python_index(data, monkeypatch)
+    assert isinstance(c, graph_index.ScanIndex)
     assert c.raw_names == py.raw_names == [n.name.encode() for n in graph_def.node]
     assert c.ops == py.ops == [n.op for n in graph_def.node]
     assert c.raw_inputs == py.raw_inputs
@@ -266,7 +266,7 @@ def _attr_entry(value):
 def test_appending_gives_protobufs_merge_and_keeps_every_other_byte(name):
     graph_def = GRAPHS[name]
     data = graph_def.SerializeToString()
-    index = wire.read_index(data)
+    index = graph_index.read_index(data)
     suffix, other = (_attr_entry(b"Identity"), _attr_entry(b"graph_override.ste_sign"))
     picks = {i: (suffix if i % 2 else other) for i in range(0, len(graph_def.node), 3)}
     got = index.append_to_nodes(data, picks)
@@ -284,7 +284,7 @@ def test_appending_rewrites_a_long_length_prefix_and_grows_past_a_varint_byte():
     node = _node(b"x", b"Placeholder")
     long_head = b"\x0a" + bytes([len(node) | 0x80, 0]) + node  # a 2-byte length for < 128
     data = long_head + test_frozen_pipeline._field(1, _node(b"y", b"Sign", [b"x"]))  # pylint: disable=protected-access
-    index = wire.read_index(data)
+    index = graph_index.read_index(data)
     entry = _attr_entry(b"Identity")
     got = index.append_to_nodes(data, {0: entry, 1: b""})
     parsed = graph_pb2.GraphDef.FromString(got)
@@ -305,7 +305,7 @@ def test_appending_rewrites_a_long_length_prefix_and_grows_past_a_varint_byte():
 
 
 def test_spans_index_like_a_list():
-    spans = wire._Spans(b"abcdef", np.array([0, 2, 3, 3], np.int64))  # pylint: disable=protected-access
+    spans = graph_index._Spans(b"abcdef", np.array([0, 2, 3, 3], np.int64))  # pylint: disable=protected-access
     assert len(spans) == 2 and spans[0] == b"ab" and spans[-1] == b"def"
     assert spans[:] == [b"ab", b"def"] and list(spans) == [b"ab", b"def"]
     with pytest.raises(IndexError):

@@ -27,7 +27,8 @@ from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from graph_override import _compat
 from graph_override.errors import GraphDefError
-from graph_override.frozen.wire import Index, read_index
+from graph_override.frozen import cycles
+from graph_override.frozen.graph_index import Index, read_index
 
 __all__ = ["check_bytes", "check_structure", "validate"]
 
@@ -243,7 +244,7 @@ def _check_cycles(graph, src, dst, control):
     # A cycle needs an edge that does not point forward in node order.
     if not (edges & ~forward).any():
         return
-    cycle = _find_cycle(len(ops), src, dst, edges)
+    cycle = cycles.find_cycle(len(ops), src, dst, edges)
     if cycle:
         path = " -> ".join(repr(graph.index.name(i)) for i in cycle + cycle[:1])
         raise GraphDefError(
@@ -251,42 +252,6 @@ def _check_cycles(graph, src, dst, control):
             "can ever run; TensorFlow refuses such a graph. Only a while loop's "
             "NextIteration -> Merge edge may close a loop. The graph is damaged "
             "or was edited by hand; re-export it." % (graph.source, path))
-
-
-def _find_cycle(n, src, dst, mask):
-    """A list of node indices forming a cycle over the edges src[mask] ->
-    dst[mask] (an input edge points from producer to consumer), or []."""
-    src, dst = src[mask], dst[mask]
-    order = np.argsort(src, kind="stable")
-    starts = np.searchsorted(src[order], np.arange(n + 1))
-    succ = dst[order]
-    indegree = np.bincount(dst, minlength=n)
-    ready = np.flatnonzero(indegree == 0).tolist()
-    indegree = indegree.tolist()
-    starts, succ = starts.tolist(), succ.tolist()
-    done = 0
-    while ready:  # Kahn's algorithm: peel nodes nothing waits on
-        u = ready.pop()
-        done += 1
-        for v in succ[starts[u]:starts[u + 1]]:
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                ready.append(v)
-    if done == n:
-        return []
-    # Every node left has a producer left: walk producers until one repeats.
-    left = [i for i in range(n) if indegree[i] > 0]
-    preds = {}
-    for s, d in zip(src.tolist(), dst.tolist()):
-        if indegree[d] > 0 and indegree[s] > 0 and d not in preds:
-            preds[d] = s
-    seen, u = {}, left[0]
-    while u not in seen:
-        seen[u] = len(seen)
-        u = preds[u]
-    walk = sorted(seen, key=seen.get)[seen[u]:][::-1]  # producer first
-    first = walk.index(min(walk))  # start at the node that comes first
-    return walk[first:] + walk[:first]
 
 
 def _slow_check(graph_def, source):

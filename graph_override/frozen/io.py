@@ -26,11 +26,10 @@ from graph_override.errors import GraphDefError
 from graph_override.frozen import formats
 from graph_override.frozen.checks import check_bytes, validate
 from graph_override.frozen.formats import looks_like_text
-from graph_override.frozen.wire import append_to_nodes, fast_index, read_index
+from graph_override.frozen.graph_index import read_index
 
-__all__ = ["MAX_BYTES", "append_to_nodes", "check_output_path", "fast_index", "load",
-           "looks_like_text", "parse_graph_def", "read_regular_file", "save", "validate",
-           "write_bytes"]
+__all__ = ["MAX_BYTES", "check_output_path", "load", "looks_like_text", "parse_graph_def",
+           "read_regular_file", "save", "validate", "write_bytes"]
 
 # Protobuf cannot serialize or parse a message of 2 GiB or more.
 MAX_BYTES = 2 ** 31 - 1

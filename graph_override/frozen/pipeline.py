@@ -9,7 +9,7 @@ with no function library) none of that is needed, and `patch_file` works on
 the bytes instead:
 
 1. read the file (`read_regular_file`: regular files up to 2 GB only);
-2. `wire.read_index`: names, op types and inputs of every node, each
+2. `graph_index.read_index`: names, op types and inputs of every node, each
    input resolved to its node, in one pass of the C reader where it was
    built (else two protobuf parses and numpy), and one protobuf parse
    that finds unknown fields at any depth;
@@ -37,7 +37,8 @@ import os
 from tensorflow.core.framework import node_def_pb2
 
 from graph_override.errors import GraphDefError
-from graph_override.frozen import checks, formats, inspection, patching, verify, wire
+from graph_override.frozen import (checks, formats, graph_index, inspection, patching,
+                                   verify, wire)
 from graph_override.frozen import io as frozen_io
 from graph_override.frozen.rules import View, as_rules, check_matches, select
 
@@ -73,7 +74,7 @@ def _index_of(data, source):
             or str(source).lower().endswith(formats.TEXT_SUFFIXES)
             or os.path.basename(str(source)) == "saved_model.pb"):
         raise _Fallback()
-    index = wire.read_index(data)
+    index = graph_index.read_index(data)
     if index is None or index.unknown is not False:
         raise _Fallback()  # load names the node, or says why the bytes do not parse
     if index.library or not len(index.ops):

@@ -9,7 +9,7 @@ import re
 import warnings
 
 from graph_override import _compat, estimators, registry
-from graph_override.frozen import wire
+from graph_override.frozen import graph_index
 from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError,
                                    UnknownOpTypeError)
 
@@ -248,10 +248,10 @@ class View:
     def __init__(self, graph_def, data=None, index=None):
         self.data = data if data is not None else graph_def.SerializeToString()
         if index is None:
-            index = wire.read_index(self.data)
+            index = graph_index.read_index(self.data)
         if graph_def is not None and (index is None
                                       or len(index.ops) != len(graph_def.node)):
-            index = wire.Index.from_graph_def(graph_def)  # unchecked, odd graph
+            index = graph_index.Index.from_graph_def(graph_def)  # unchecked, odd graph
         self.index = index
         self.ops = index.ops
         self.has_gradient_attrs = GRADIENT_ATTR_BYTES in self.data

@@ -1,39 +1,34 @@
-"""C-level views of a serialized GraphDef (see `graph_override.frozen.io`).
+"""The wire level of a serialized GraphDef: C-level views of its bytes, on
+which `graph_override.frozen.graph_index` builds the index.
 
-The bytes are parsed as throw-away message types built from descriptors at
-import, and read with numpy, so that the work over a large graph happens
-in C, with no Python loop over nodes:
-
+* `scan`, `append_entries`, `node_count`: the C reader
+  (`graph_override.frozen._scan`, built by pip where a C compiler is at
+  hand): one pass over the bytes for the spans of every name, op type and
+  input, each input resolved to its node; the patched bytes; the node
+  count of the read-back check. GRAPH_OVERRIDE_PURE_PYTHON=1 in the
+  environment before import turns it off; everything then goes through
+  the protobuf and numpy functions below, with the same results.
 * `parse_nodes`: the GraphDef with each NodeDef kept as raw bytes, in node
   order (a parse that only slices), written back byte for byte by
-  `append_to_nodes`;
-* `read_index`: names, op types and inputs of every node, and whether any
-  message at any depth holds a field its type does not have. The bytes are
-  parsed as a copy of the GraphDef schema in which every message field is
-  singular and NodeDef's name, op and input are repeated: protobuf merges
-  all nodes, attr values and tensors into one small tree, collecting the
-  names, op types and inputs in order and keeping every unknown field,
-  which is then looked for in Python;
+  `append_to_nodes`.
+* `parse_merged`: the bytes parsed as throw-away message types built from
+  descriptors at import, a copy of the GraphDef schema in which every
+  message field is singular: protobuf merges all nodes, attr values and
+  tensors into one small tree, keeping every unknown field, which
+  `has_unknown` looks for; NodeDef's name, op and input can collect every
+  node's, in order.
 * `input_counts`: how many inputs each node has, read from the bytes with
   numpy, field by field for all nodes at once.
-
-Where the C extension `graph_override.frozen._scan` was built (by pip,
-where a C compiler is at hand), `read_index` reads the names, op types and
-inputs in one pass in C and resolves every input to its node there too
-(with the same results; tests/test_frozen_scan.py compares both), and node
-bytes are sliced and appended in C. Setting the environment variable
-GRAPH_OVERRIDE_PURE_PYTHON=1 before import turns it off.
 """
 
-import collections.abc
 import os
 
 import numpy as np
 from google.protobuf import descriptor, descriptor_pb2, descriptor_pool, message_factory
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-__all__ = ["Index", "append_to_nodes", "fast_index", "has_unknown_fields", "input_counts",
-           "node_count", "parse_nodes", "read_index", "speedups"]
+__all__ = ["append_entries", "append_to_nodes", "has_unknown", "has_unknown_fields",
+           "input_counts", "node_count", "parse_merged", "parse_nodes", "scan", "speedups"]
 
 try:  # graph_override/frozen/_scan.c, built by pip where a C compiler is at hand
     from graph_override.frozen import _scan
@@ -145,248 +140,35 @@ def parse_nodes(data):
     return _Nodes.FromString(data)
 
 
-class Index:
-    """Names, op types and inputs of a serialized GraphDef's nodes.
-
-    Attributes:
-      raw_names: node names as bytes (UTF-8), in node order.
-      ops: op types (str), in node order.
-      raw_inputs: every node's inputs as bytes, in node order.
-      counts: how many inputs each node has (numpy int64, or int32 from
-        the C reader).
-      nodes: the `Nodes` message (raw node bytes), or None.
-      unknown: True if the graph holds a field its message type does not
-        have, at any depth; None if not looked at.
-      names_ok, ops_ok: whether every name and op type is well formed,
-        as checked by the C reader; None if not checked.
-      dup: the first node whose name an earlier node has, or -1 (C
-        reader); None if not checked.
-      resolved: (src, port) from the C reader, numpy int32 arrays over
-        all inputs: the node each reads (-1 when it names none, or is not
-        NAME, NAME:N or ^NAME) and the output index (-1: control); or None.
-    """
-
-    names_ok = ops_ok = dup = resolved = None
-
-    def __init__(self, raw_names, ops, raw_inputs, counts, nodes=None, unknown=None):
-        self._raw_names, self.ops, self._raw_inputs = raw_names, ops, raw_inputs
-        self.counts, self.nodes, self.unknown = counts, nodes, unknown
-        self._names = self._inputs = None
-
-    @property
-    def raw_names(self):
-        return self._raw_names
-
-    @property
-    def raw_inputs(self):
-        return self._raw_inputs
-
-    def raw_input(self, j):
-        """Input j (bytes), of all inputs in node order."""
-        return self.raw_inputs[j]
-
-    @property
-    def names(self):
-        """Node names (str), in node order."""
-        if self._names is None:
-            self._names = [n.decode("utf-8") for n in self.raw_names]
-        return self._names
-
-    @property
-    def inputs(self):
-        """Every node's inputs (str) in one list, in node order."""
-        if self._inputs is None:
-            self._inputs = [i.decode("utf-8") for i in self.raw_inputs]
-        return self._inputs
-
-    def name(self, i):
-        """The name of node i, for messages."""
-        return self.raw_names[i].decode("utf-8", "replace")
-
-    @property
-    def lazy_names(self):
-        """Node names as a sequence that decodes each name when it is read
-        (for code that reads a few of a million)."""
-        return self._names if self._names is not None else _Decoded(self.raw_names)
-
-    @property
-    def has_node_bytes(self):
-        """True if `node_bytes` can slice out each node."""
-        return self.nodes is not None
-
-    def node_bytes(self, i):
-        """The serialized NodeDef i."""
-        return self.nodes.node[i]
-
-    @property
-    def library(self):
-        """The serialized function library (b"" if none), or None when the
-        index was not read from bytes."""
-        return None if self.nodes is None else self.nodes.library
-
-    def append_to_nodes(self, data, suffixes):
-        """`append_to_nodes` of `data` (the bytes this index was read from);
-        the index no longer slices nodes afterwards."""
-        nodes, self.nodes = self.nodes, None  # its node bytes are changed in place
-        return append_to_nodes(data, suffixes, nodes)
-
-    def append_entries(self, data, which, of, entries):
-        """`append_to_nodes` of `data` with ``entries[of[k]]`` appended to
-        node ``which[k]`` (`which` ascending)."""
-        return self.append_to_nodes(data, {i: entries[e] for i, e in zip(which, of)})
-
-    @classmethod
-    def from_graph_def(cls, graph_def):
-        """The index of a message, node by node (slow, for odd graphs)."""
-        names, ops, inputs, counts = [], [], [], []
-        for node in graph_def.node:
-            names.append(node.name.encode("utf-8"))
-            ops.append(node.op)
-            inputs.extend(i.encode("utf-8") for i in node.input)
-            counts.append(len(node.input))
-        return cls(names, ops, inputs, np.array(counts, np.int64))
-
-
-class _ScanIndex(Index):
-    """The `Index` the C reader gives: spans into the bytes, with names and
-    inputs sliced out only when read."""
-
-    def __init__(self, data, scanned, unknown):
-        (spans, names, ops, inputs, counts, library, self.names_ok, self.ops_ok, self.dup,
-         src, port) = scanned
-        super().__init__(None, ops, None, np.frombuffer(counts, np.int32), unknown=unknown)
-        self.data = data
-        self.spans = np.frombuffer(spans, np.int32).reshape(-1, 3)
-        self._name_spans = _Spans(data, np.frombuffer(names, np.int32))
-        self._input_spans = _Spans(data, np.frombuffer(inputs, np.int32))
-        self._library = library
-        if src is not None:
-            self.resolved = np.frombuffer(src, np.int32), np.frombuffer(port, np.int32)
-
-    @property
-    def raw_names(self):
-        if self._raw_names is None:
-            self._raw_names = self._name_spans[:]
-        return self._raw_names
-
-    @property
-    def raw_inputs(self):
-        if self._raw_inputs is None:
-            self._raw_inputs = self._input_spans[:]
-        return self._raw_inputs
-
-    def raw_input(self, j):
-        return self._input_spans[j]
-
-    def name(self, i):
-        return self._name_spans[i].decode("utf-8", "replace")
-
-    @property
-    def lazy_names(self):
-        return self._names if self._names is not None else _Decoded(self._name_spans)
-
-    @property
-    def has_node_bytes(self):
-        return True
-
-    def node_bytes(self, i):
-        _, start, end = self.spans[i].tolist()
-        return self.data[start:end]
-
-    @property
-    def library(self):
-        if self._library is None:
-            return b""
-        at, size = self._library
-        return self.data[at:at + size]
-
-    def append_to_nodes(self, data, suffixes):
-        which = sorted(suffixes)
-        numbers = {}  # each distinct suffix once
-        of = [numbers.setdefault(suffixes[i], len(numbers)) for i in which]
-        return self.append_entries(data, which, of, list(numbers))
-
-    def append_entries(self, data, which, of, entries):
-        if data is not self.data:
-            return append_to_nodes(data, {i: entries[e] for i, e in zip(which, of)})
-        return _scan.append(data, self.spans, np.array(which, np.int64),
-                            np.array(of, np.int64),
-                            [b"" if e is None else e for e in entries])  # None: unused
-
-
-class _Spans(collections.abc.Sequence):
-    """The byte strings at (offset, length) pairs of `data`."""
-
-    def __init__(self, data, pairs):
-        self._data, self._pairs = data, pairs
-
-    def __len__(self):
-        return len(self._pairs) // 2
-
-    def __getitem__(self, i):
-        data = self._data
-        if isinstance(i, slice):
-            pairs = self._pairs.reshape(-1, 2)[i].tolist()
-            return [data[at:at + size] for at, size in pairs]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        at, size = self._pairs[2 * i:2 * i + 2].tolist()
-        return data[at:at + size]
-
-
-class _Decoded(collections.abc.Sequence):
-    """A read-only list of the str of UTF-8 bytes, decoded on reading."""
-
-    def __init__(self, raw):
-        self._raw = raw
-
-    def __len__(self):
-        return len(self._raw)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [b.decode("utf-8") for b in self._raw[i]]
-        return self._raw[i].decode("utf-8")
-
-
-def read_index(data, nodes=None):
-    """The `Index` of the serialized GraphDef `data`, with `Index.unknown`
-    set; None when the bytes do not parse or are not laid out as TensorFlow
-    (and protobuf itself) writes them: nodes first, each starting with its
-    name and op type, then its inputs (the slow path then reads the graph
-    node by node, and names a culprit if there is one). With the C reader,
-    any layout protobuf reads is read, and the inputs come resolved."""
-    if _scan is not None and nodes is None:
-        try:
-            scanned = _scan.scan(data)
-        except (TypeError, ValueError, BufferError):
-            scanned = None
-        if scanned is not None:
-            try:
-                unknown = _has_unknown(_MergedFields.FromString(data))
-            except ImportError:  # pragma: no cover - protobuf without unknown_fields
-                return None
-            except Exception:  # pylint: disable=broad-except
-                return None
-            return _ScanIndex(data, scanned, unknown)
+def scan(data):
+    """The C reader's tuple for `data` (see _scan.c), or None when it is
+    not built or does not read these bytes."""
+    if _scan is None:
+        return None
     try:
-        nodes = nodes if nodes is not None else _Nodes.FromString(data)
-        merged = _MergedGraphDef.FromString(data)
-        unknown = _has_unknown(merged)
-    except ImportError:  # pragma: no cover - protobuf without unknown_fields
+        return _scan.scan(data)
+    except (TypeError, ValueError, BufferError):
         return None
-    except Exception:  # pylint: disable=broad-except
-        return None
-    fields, n = merged.node, len(nodes.node)
-    if len(fields.name) != n or len(fields.op) != n:
-        return None
-    inputs = list(fields.input)
-    counts = input_counts(data, nodes.node, len(inputs))
-    if counts is None:
-        return None
-    return Index(list(fields.name), list(fields.op), inputs, counts, nodes, unknown)
+
+
+def append_entries(data, spans, which, of, entries):
+    """`data` with ``entries[of[k]]`` appended to node ``which[k]`` (`which`
+    ascending), given the C reader's node spans of `data`."""
+    return _scan.append(data, spans, np.array(which, np.int64), np.array(of, np.int64),
+                        [b"" if e is None else e for e in entries])  # None: unused
+
+
+def parse_merged(data, collect):
+    """`data` parsed as the merged schema (see the module): with `collect`,
+    NodeDef's name, op and input collect every node's; else only the last
+    is kept (to look for unknown fields). Raises DecodeError."""
+    return (_MergedGraphDef if collect else _MergedFields).FromString(data)
+
+
+def has_unknown(merged):
+    """True if a message of the merged tree `merged` (`parse_merged`) holds
+    unknown fields (protobuf keeps them when merging)."""
+    return _has_unknown(merged)
 
 
 def node_count(data):
@@ -484,15 +266,6 @@ def input_counts(data, raw, total):
         active = active[pos[active] < ends[active]]
         active = active[arr[pos[active]] == 0x1A]
     return counts if int(counts.sum()) == total else None
-
-
-def fast_index(data, node_count):
-    """(names, ops, inputs) of the serialized GraphDef `data`, or None when
-    the nodes do not each hold exactly one name and one op."""
-    index = read_index(data)
-    if index is None or len(index.ops) != node_count:
-        return None
-    return index.names, index.ops, index.inputs
 
 
 def append_to_nodes(data, suffixes, nodes=None):
