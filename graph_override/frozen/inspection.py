@@ -193,7 +193,47 @@ def _zero_reason(op, symbolic):
     return "%s has zero gradient; patch with e.g. %s" % (op, fix)
 
 
-def _inspect_functions(graph_def, library, op_failures, names, failures, zero, risky):
+class _Findings:
+    """What `inspect` collects, node by node, for top-level nodes and nodes
+    of library functions alike."""
+
+    def __init__(self, library, op_failures):
+        self.failures, self.risky, self.zero = [], [], []
+        self.names = collections.OrderedDict()
+        self._library, self._op_failures, self._name_failures = library, op_failures, {}
+
+    def add(self, address, node, gname, bypassed, symbolic=False):
+        """Adds node `node` (named `address` in the report) with gradient
+        name `gname` (or None). `bypassed()` says whether its zero gradient
+        does not matter (constants only, or stopped); it is called only for
+        zero-gradient ops that may carry a gradient."""
+        op = node.op
+        if op in RISKY_OPS:
+            self.risky.append({"node": address, "op": op, "reason": RISKY_OPS[op]})
+        if gname is not None:
+            entry = self.names.setdefault(gname, {"name": gname, "count": 0, "nodes": []})
+            entry["count"] += 1
+            if len(entry["nodes"]) < 10:
+                entry["nodes"].append(address)
+        if (not node.input or node.input[0].startswith("^")
+                or not _may_carry_gradient(node)):
+            return
+        if gname is None and op in ZERO_GRADIENT_OPS and not bypassed():
+            self.zero.append({"node": address, "op": op, "reason": _zero_reason(op, symbolic)})
+        if gname is None:
+            if op not in self._op_failures:
+                self._op_failures[op] = _op_failure(op, self._library)
+            failure = self._op_failures[op]
+        else:
+            if gname not in self._name_failures:
+                self._name_failures[gname] = _name_failure(gname)
+            failure = self._name_failures[gname]
+        if failure is not None:
+            self.failures.append({"node": address, "op": op,
+                                  "gradient": failure[0], "reason": failure[1]})
+
+
+def _inspect_functions(graph_def, findings):
     """Adds the findings inside library functions, as FUNCTION/NODE."""
     modes = library_mod.body_modes(graph_def)
     for function in graph_def.library.function:
@@ -210,32 +250,12 @@ def _inspect_functions(graph_def, library, op_failures, names, failures, zero, r
             uses[ref.partition(":")[0]] += 1
         symbolic = modes.get(fname) == "symbolic"
         for node in function.node_def:
-            address = "%s/%s" % (fname, node.name)
-            op = node.op
-            if op in RISKY_OPS:
-                risky.append({"node": address, "op": op, "reason": RISKY_OPS[op]})
-            gname = gradient_attr(node)
-            if gname is not None:
-                entry = names.setdefault(gname, {"name": gname, "count": 0, "nodes": []})
-                entry["count"] += 1
-                if len(entry["nodes"]) < 10:
-                    entry["nodes"].append(address)
-            if (not node.input or node.input[0].startswith("^")
-                    or not _may_carry_gradient(node)):
-                continue
-            if gname is None and op in ZERO_GRADIENT_OPS and (
-                    node.input[0].partition(":")[0] not in consts) and (
-                        uses[node.name] != stopped[node.name] or not uses[node.name]):
-                zero.append({"node": address, "op": op, "reason": _zero_reason(op, symbolic)})
-            if gname is None:
-                if op not in op_failures:
-                    op_failures[op] = _op_failure(op, library)
-                failure = op_failures[op]
-            else:
-                failure = _name_failure(gname)
-            if failure is not None:
-                failures.append({"node": address, "op": op,
-                                 "gradient": failure[0], "reason": failure[1]})
+            def bypassed(node=node):
+                return (node.input[0].partition(":")[0] in consts
+                        or (uses[node.name] == stopped[node.name] and uses[node.name]))
+
+            findings.add("%s/%s" % (fname, node.name), node, gradient_attr(node), bypassed,
+                         symbolic)
 
 
 def gradient_failures(names, ops, node_at, named=()):
@@ -319,40 +339,18 @@ def inspect(graph_def):
     if zero_names:
         bypassed = _bypassed(graph_def, view, attrs, zero_names)
         bypassed.update(_of_constants(graph_def, view, zero_names))
-    failures, risky, zero = [], [], []
-    names = collections.OrderedDict()
-    name_failures = {}
+    findings = _Findings(library, op_failures)
     for i in candidates:
-        op, name, node = ops[i], node_names[i], nodes[i]
-        if op in RISKY_OPS:
-            risky.append({"node": name, "op": op, "reason": RISKY_OPS[op]})
-        gname = attrs.get(i)
-        if gname is not None:
-            entry = names.setdefault(gname, {"name": gname, "count": 0, "nodes": []})
-            entry["count"] += 1
-            if len(entry["nodes"]) < 10:
-                entry["nodes"].append(name)
-        if (not node.input or node.input[0].startswith("^")
-                or not _may_carry_gradient(node)):
-            continue
-        if gname is None and op in ZERO_GRADIENT_OPS and name not in bypassed:
-            zero.append({"node": name, "op": op, "reason": _zero_reason(op, False)})
-        if gname is None:
-            failure = op_failures[op]
-        else:
-            if gname not in name_failures:
-                name_failures[gname] = _name_failure(gname)
-            failure = name_failures[gname]
-        if failure is not None:
-            failures.append({"node": name, "op": op,
-                             "gradient": failure[0], "reason": failure[1]})
+        name = node_names[i]
+        findings.add(name, nodes[i], attrs.get(i), lambda name=name: name in bypassed)
     if graph_def.library.function:
-        _inspect_functions(graph_def, library, op_failures, names, failures, zero, risky)
+        _inspect_functions(graph_def, findings)
+    names = findings.names
     for entry in names.values():
         entry["resolvable"] = registry.is_resolvable(entry["name"])
         entry["needs_graph_override"] = registry.parse_builtin_name(entry["name"]) is not None
     return InspectReport(
         nodes=len(graph_def.node), op_types=dict(counts.most_common()),
-        gradient_failures=failures, gradient_names=list(names.values()),
-        risky_ops=risky, zero_gradients=zero, functions=len(library),
+        gradient_failures=findings.failures, gradient_names=list(names.values()),
+        risky_ops=findings.risky, zero_gradients=findings.zero, functions=len(library),
         v1_loops=v1_loops(graph_def, ops))
