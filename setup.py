@@ -67,6 +67,8 @@ setup(
     # is optional: where no C compiler is at hand the build skips it and
     # graph_override.frozen.wire does the same work in Python and numpy.
     ext_modules=[Extension("graph_override.frozen._scan", ["graph_override/frozen/_scan.c"],
+                           depends=["graph_override/frozen/_scan_wire.h",
+                                    "graph_override/frozen/_scan_names.h"],
                            optional=True)],
     entry_points={"console_scripts": ["graph-override=graph_override.cli:main"]},
     classifiers=[
