@@ -323,3 +323,18 @@ def test_the_environment_variable_turns_the_c_reader_off():
                                     capture_output=True, text=True).stdout.split()[-1]
     assert out["1"] == "False"
     assert out["0"] == str(_scan is not None)
+
+
+@needs_c
+def test_the_built_reader_is_newer_than_its_sources():
+    """An editable install builds the module once; after a change to its C
+    sources `pip install -e .` must run again, or the tests would test the
+    old build."""
+    built = _scan.__file__
+    folder = os.path.dirname(built)
+    sources = [os.path.join(folder, name) for name in ("_scan.c", "_scan_wire.h",
+                                                        "_scan_names.h")]
+    sources = [s for s in sources if os.path.exists(s)]  # a wheel ships none
+    stale = [s for s in sources if os.path.getmtime(s) > os.path.getmtime(built)]
+    assert not stale, ("%s is older than %s: run `python -m pip install -e .` again"
+                       % (built, ", ".join(stale)))
