@@ -17,6 +17,8 @@ it to a temporary folder, then times
 * graph_override's file path, frozen.patch_file (what `graph-override
   patch` runs): the same checks of the input, once, on the bytes; the
   attrs appended to the selected nodes' bytes; the same atomic write;
+  once with the C reader (graph_override.frozen._scan, where pip built it)
+  and once without it, as on a machine without a C compiler;
 
 and reports the best time of each, their ratio, and peak memory (resident
 set size of the process, and Python-level allocations via tracemalloc).
@@ -94,6 +96,7 @@ def run(nodes=200_000, repeats=3):
     """
     from tensorflow.core.framework import graph_pb2  # pylint: disable=import-outside-toplevel
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen import wire  # pylint: disable=import-outside-toplevel
     # Peak so far: the interpreter with TensorFlow and graph_override imported.
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     graph = synthetic_graph_def(nodes)
@@ -137,15 +140,23 @@ def run(nodes=200_000, repeats=3):
         def file_path():
             frozen.patch_file(src, dst, ["Sign=ste_sign"], overwrite=True)
 
+        def file_path_python():  # without the C reader, as where pip had no compiler
+            saved, wire._scan = wire._scan, None  # pylint: disable=protected-access
+            try:
+                frozen.patch_file(src, dst, ["Sign=ste_sign"], overwrite=True)
+            finally:
+                wire._scan = saved  # pylint: disable=protected-access
+
         frozen.patch(frozen.load(src), ["Sign=ste_sign"])  # warm up (imports, registry)
         # Side by side, alternating, best of `repeats` each: the machine's
         # load hits every side alike.
         times = {f: [] for f in (protobuf_only, protobuf_with_file_io,
-                                 protobuf_deterministic, ours, file_path)}
+                                 protobuf_deterministic, ours, file_path, file_path_python)}
         for _ in range(repeats):
             for f, t in times.items():
                 t.append(_best(f, 1))
-        base, base_io, base_det, total, by_file = (min(t) for t in times.values())
+        base, base_io, base_det, total, by_file, by_file_python = (
+            min(t) for t in times.values())
         # tracemalloc slows every Python allocation down, so it gets a run of
         # its own, outside the timings.
         tracemalloc.start()
@@ -178,6 +189,9 @@ def run(nodes=200_000, repeats=3):
         "patch_file_s": round(by_file, 4),
         "patch_file_ratio": round(by_file / base, 2),
         "patch_file_ratio_with_file_io": round(by_file / base_io, 2),
+        "c_reader": wire.speedups(),
+        "patch_file_python_s": round(by_file_python, 4),
+        "patch_file_python_ratio": round(by_file_python / base, 2),
         "patch_file_peak_growth_mb": memory["patch_file"],
         "patch_file_memory_ratio": (round(memory["patch_file"] / memory["protobuf"], 2)
                                     if memory["protobuf"] and memory["patch_file"] else None),
@@ -246,6 +260,9 @@ def main(argv=None):
     print("graph_override patch_file:        %(patch_file_s).3f s (what graph-override "
           "patch runs); ratio %(patch_file_ratio).2fx protobuf alone, "
           "%(patch_file_ratio_with_file_io).2fx with file I/O" % result)
+    print("  ... without the C reader:        %(patch_file_python_s).3f s; ratio "
+          "%(patch_file_python_ratio).2fx protobuf alone (C reader in use above: "
+          "%(c_reader)s)" % result)
     print("deterministic: protobuf parse + SerializeToString(deterministic=True) "
           "%(protobuf_deterministic_s).3f s; ratio %(ratio_deterministic).2fx" % result)
     print("peak memory growth, own process each: protobuf %(protobuf_peak_growth_mb)s MB, "

@@ -47,6 +47,7 @@ _FROZEN_COLUMNS = [
     ("patch_file s", "patch_file_s", "{:.3f}"),
     ("patch_file ratio", "patch_file_ratio", "**{:.2f}**"),
     ("patch_file ratio incl. file I/O", "patch_file_ratio_with_file_io", "{:.2f}"),
+    ("patch_file ratio without the C reader", "patch_file_python_ratio", "{:.2f}"),
     ("memory ratio", "memory_ratio", lambda v: "-" if v is None else "%.2f" % v),
     ("patch_file memory ratio", "patch_file_memory_ratio",
      lambda v: "-" if v is None else "%.2f" % v),

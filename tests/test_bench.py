@@ -135,12 +135,13 @@ def test_frozen_table_names_every_figure_and_keeps_errors(sections):
            "save_s": 0.01, "load_patch_save_s": 0.035, "ratio": 3.5,
            "ratio_with_file_io": 2.9, "patch_ratio": 1.5, "nodes_changed": 2000,
            "patch_file_s": 0.02, "patch_file_ratio": 2.0, "patch_file_ratio_with_file_io": 1.7,
+           "patch_file_python_ratio": 3.1,
            "memory_ratio": 2.25, "patch_file_memory_ratio": None,
            "peak_rss_mb": 700.0, "rss_after_imports_mb": 650.0, "python_peak_mb": 4.2}
     lines = bench._frozen_table([row]).splitlines()  # pylint: disable=protected-access
     assert lines[0].startswith("| nodes | MB | protobuf parse+serialize s | load+patch+save s | ratio |")
     assert lines[2].startswith("| 10,000 | 0.8 | 0.010 | 0.035 | **3.50** | 2.90 | 0.020 "
-                               "| **2.00** | 1.70 | 2.25 | - |")
+                               "| **2.00** | 1.70 | 3.10 | 2.25 | - |")
     assert lines[2].endswith("| 2,000 | 700 | 650 | 4.2 |")
     failed = bench._frozen_table([{"error": "scripts/bench_frozen.py failed: boom"}])  # pylint: disable=protected-access
     assert "failed: boom" in failed
