@@ -10,6 +10,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))  /* MSVC and others: a plain lookup */
+#endif
+
 static uint64_t mix(uint64_t h) {  /* MurmurHash3's finalizer */
     h ^= h >> 33;
     h *= 0xFF51AFD7ED558CCDULL;
@@ -74,7 +80,7 @@ static void key_set(key *k, const table *t, const uint8_t *s, size_t n) {
     k->s = s;
     k->len = (uint32_t)n;
     k->h = hash_bytes(s, n);
-    __builtin_prefetch(&t->e[k->h & t->mask]);
+    PREFETCH(&t->e[k->h & t->mask]);
 }
 
 /* The node named k, or -1 - (the free slot where it would go). */
@@ -93,7 +99,7 @@ static int64_t table_probe(const table *t, const uint8_t *data, const key *k) {
 /* Prefetches the bytes of the name in k's first slot, if its tag matches. */
 static void key_prefetch_name(const key *k, const table *t, const uint8_t *data) {
     const entry *e = &t->e[k->h & t->mask];
-    if (e->node != EMPTY && e->tag == (uint32_t)(k->h >> 32)) __builtin_prefetch(data + e->off);
+    if (e->node != EMPTY && e->tag == (uint32_t)(k->h >> 32)) PREFETCH(data + e->off);
 }
 
 /* Adds every name, in node order, in batches whose table entries are
