@@ -132,9 +132,10 @@ def patch_file(model, output, rules, *, portable=False, overwrite=False,
     and a graph that differentiates the same. For a binary graph without a
     function library, where every rule sets an estimator or a registered
     name on nodes that have none, the work is done on the file's bytes (see
-    the module): about a third of the time and half the memory of the
-    message path on a million-node graph, and the output is the input with
-    the gradient attrs added, byte for byte otherwise.
+    the module): on a million-node graph about a fifth of the time and a
+    quarter of the memory of the message path (with the C reader; see
+    docs/benchmarks.md), and the output is the input with the gradient
+    attrs added, byte for byte otherwise.
 
     Example:
       >>> import os, tempfile
