@@ -8,12 +8,13 @@
 #include <stdint.h>
 #include <stddef.h>
 
-/* Reads a varint at *p (< end); 0 if it runs past end or over 10 bytes. */
-static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+/* Reads a varint of at most `most` bytes at *p (< end); 0 if it runs
+ * past end or is longer. */
+static int read_varint_n(const uint8_t **p, const uint8_t *end, uint64_t *out, int most) {
     const uint8_t *q = *p;
     uint64_t v = 0;
     int shift;
-    for (shift = 0; shift < 70 && q < end; shift += 7) {
+    for (shift = 0; shift < 7 * most && q < end; shift += 7) {
         uint8_t b = *q++;
         v |= (uint64_t)(b & 0x7F) << shift;
         if (!(b & 0x80)) {
@@ -23,6 +24,11 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
         }
     }
     return 0;
+}
+
+/* A varint value (up to 10 bytes). */
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
+    return read_varint_n(p, end, out, 10);
 }
 
 /* Skips the value of a field of wire type `wt` (not LEN); 0 if it does
@@ -49,12 +55,13 @@ static int skip_value(const uint8_t **p, const uint8_t *end, int wt) {
 static int read_field(const uint8_t **p, const uint8_t *end, uint64_t *field, int *wt,
                       const uint8_t **start, const uint8_t **stop) {
     uint64_t key, len;
-    if (!read_varint(p, end, &key)) return 0;
+    /* Keys and lengths are 32-bit (at most 5 bytes): protobuf refuses more. */
+    if (!read_varint_n(p, end, &key, 5) || key > 0xFFFFFFFFu) return 0;
     *field = key >> 3;
     *wt = (int)(key & 7);
     if (*field == 0) return 0;
     if (*wt != 2) return skip_value(p, end, *wt);
-    if (!read_varint(p, end, &len) || len > (uint64_t)(end - *p)) return 0;
+    if (!read_varint_n(p, end, &len, 5) || len > (uint64_t)(end - *p)) return 0;
     *start = *p;
     *stop = *p + len;
     *p = *stop;
