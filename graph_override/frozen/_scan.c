@@ -1,8 +1,8 @@
 /* graph_override.frozen._scan: a one-pass reader of serialized GraphDefs.
  *
- * An optional speed-up of graph_override.frozen.wire; every function here
- * has a pure-Python equivalent there, and the test suite runs both and
- * compares them (tests/test_frozen_scan.py). The extension is built by
+ * An optional speed-up of graph_override.frozen.wire and .graph_index;
+ * every function here has a pure-Python equivalent there, and the test
+ * suite runs both and compares them (tests/test_frozen_scan.py). The extension is built by
  * `pip install` where a C compiler is at hand, and skipped otherwise.
  *
  * scan(data, resolve=True) walks the protobuf wire format of a GraphDef:
@@ -27,11 +27,12 @@
  *  10 port     int32 per input: the output index, -1 for a control input
  *
  * The int32 arrays are bytes objects (native byte order), read with
- * numpy.frombuffer; data of 2 GB or more (protobuf's limit) returns None. With resolve=False, or when the names are not well
- * formed or repeat, src and port are None. Offsets index into `data`.
+ * numpy.frombuffer; data of 2 GB or more (protobuf's limit) returns None.
+ * With resolve=False, or when the names are not well formed or repeat,
+ * src and port are None. Offsets index into `data`.
  *
  * node_count(data) counts the nodes (field 1) at the top level, or
- * returns None where scan() would.
+ * returns None where scan() would for the top level.
  *
  * append(data, nodes, which, suffix_of, suffixes) returns `data` with
  * suffixes[suffix_of[k]] appended to the payload of node which[k] (which
