@@ -223,25 +223,24 @@ class _Decoded(collections.abc.Sequence):
         return self._raw[i].decode("utf-8")
 
 
-def read_index(data, nodes=None):
+def read_index(data):
     """The `Index` of the serialized GraphDef `data`, with `Index.unknown`
     set; None when the bytes do not parse or are not laid out as TensorFlow
     (and protobuf itself) writes them: nodes first, each starting with its
     name and op type, then its inputs (the slow path then reads the graph
     node by node, and names a culprit if there is one). With the C reader,
     any layout protobuf reads is read, and the inputs come resolved."""
-    if nodes is None:
-        scanned = wire.scan(data)
-        if scanned is not None:
-            try:
-                unknown = wire.has_unknown(wire.parse_merged(data, collect=False))
-            except ImportError:  # pragma: no cover - protobuf without unknown_fields
-                return None
-            except Exception:  # pylint: disable=broad-except
-                return None
-            return ScanIndex(data, scanned, unknown)
+    scanned = wire.scan(data)
+    if scanned is not None:
+        try:
+            unknown = wire.has_unknown(wire.parse_merged(data, collect=False))
+        except ImportError:  # pragma: no cover - protobuf without unknown_fields
+            return None
+        except Exception:  # pylint: disable=broad-except
+            return None
+        return ScanIndex(data, scanned, unknown)
     try:
-        nodes = nodes if nodes is not None else wire.parse_nodes(data)
+        nodes = wire.parse_nodes(data)
         merged = wire.parse_merged(data, collect=True)
         unknown = wire.has_unknown(merged)
     except ImportError:  # pragma: no cover - protobuf without unknown_fields
