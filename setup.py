@@ -62,13 +62,14 @@ setup(
             "mkdocstrings-python>=2.0",
         ],
     },
-    # A C reader of serialized GraphDefs (graph_override/frozen/_scan.c) that
+    # A C reader of serialized GraphDefs (graph_override/frozen/graphdef/_scan.c) that
     # makes `patch_file` and `load` of large graphs several times faster. It
     # is optional: where no C compiler is at hand the build skips it and
-    # graph_override.frozen.wire does the same work in Python and numpy.
-    ext_modules=[Extension("graph_override.frozen._scan", ["graph_override/frozen/_scan.c"],
-                           depends=["graph_override/frozen/_scan_wire.h",
-                                    "graph_override/frozen/_scan_names.h"],
+    # graph_override.frozen.graphdef.wire does the same work in Python and numpy.
+    ext_modules=[Extension("graph_override.frozen.graphdef._scan",
+                           ["graph_override/frozen/graphdef/_scan.c"],
+                           depends=["graph_override/frozen/graphdef/_scan_wire.h",
+                                    "graph_override/frozen/graphdef/_scan_names.h"],
                            optional=True)],
     entry_points={"console_scripts": ["graph-override=graph_override.cli:main"]},
     classifiers=[

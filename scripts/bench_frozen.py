@@ -17,7 +17,7 @@ it to a temporary folder, then times
 * graph_override's file path, frozen.patch_file (what `graph-override
   patch` runs): the same checks of the input, once, on the bytes; the
   attrs appended to the selected nodes' bytes; the same atomic write;
-  once with the C reader (graph_override.frozen._scan, where pip built it)
+  once with the C reader (graph_override.frozen.graphdef._scan, where pip built it)
   and once without it, as on a machine without a C compiler;
 
 and reports the best time of each, their ratio, and peak memory (resident
@@ -96,7 +96,7 @@ def run(nodes=200_000, repeats=3):
     """
     from tensorflow.core.framework import graph_pb2  # pylint: disable=import-outside-toplevel
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
-    from graph_override.frozen import wire  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.graphdef import wire  # pylint: disable=import-outside-toplevel
     # Peak so far: the interpreter with TensorFlow and graph_override imported.
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     graph = synthetic_graph_def(nodes)

@@ -38,14 +38,14 @@ def load_script():
 @pytest.fixture(params=["c", "python"])
 def reader(request, monkeypatch):
     """Runs a test twice: with the C GraphDef reader
-    (graph_override.frozen._scan) and with the pure-Python one. Where the C
+    (graph_override.frozen.graphdef._scan) and with the pure-Python one. Where the C
     reader was not built (no C compiler at install) its run is skipped, or
     fails when GRAPH_OVERRIDE_REQUIRE_SPEEDUPS=1 (as in CI)."""
-    from graph_override.frozen import wire  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.graphdef import wire  # pylint: disable=import-outside-toplevel
     if request.param == "python":
         monkeypatch.setattr(wire, "_scan", None)
     elif not wire.speedups():
         if os.environ.get("GRAPH_OVERRIDE_REQUIRE_SPEEDUPS", "") not in ("", "0"):
-            pytest.fail("the C reader graph_override.frozen._scan is not built")
-        pytest.skip("the C reader graph_override.frozen._scan is not built")
+            pytest.fail("the C reader graph_override.frozen.graphdef._scan is not built")
+        pytest.skip("the C reader graph_override.frozen.graphdef._scan is not built")
     return request.param

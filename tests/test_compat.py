@@ -233,12 +233,12 @@ def test_the_scan_catches_a_new_unlisted_internal():
         import tensorflow as tf
         from tensorflow.python.ops import gen_math_ops
         from graph_override import _compat
-        from graph_override.frozen import function as function_lib
+        from graph_override.frozen.tf2 import graph as function_graph
 
         def f(graph, x):
             graph._unsafe_unfinalize()
             _compat.tape_records([x])        # graph_override's own: fine
-            function_lib._wrap(None, [], [])  # graph_override's own: fine
+            function_graph._tensor_name("x")  # graph_override's own: fine
             return gen_math_ops.sign(x)
         """)
     found = tensorflow_internals(source, "graph_override/frozen/new.py")

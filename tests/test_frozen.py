@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 
 from graph_override import estimators, frozen, scope, testing, tf2
-from graph_override.frozen import inspection as _graphdef_inspect
-from graph_override.frozen import io as _graphdef_io
-from graph_override.frozen import patching as _graphdef_patch
-from graph_override.frozen import rules as _graphdef_rules
+from graph_override.frozen.graphdef import io as _graphdef_io
+from graph_override.frozen.inspection import inspector as _graphdef_inspect
+from graph_override.frozen.patching import engine as _graphdef_patch
+from graph_override.frozen.patching import rules as _graphdef_rules
 from graph_override.errors import (EagerModeError, GraphDefError, NoMatchError,
                                    UnknownGradientError, UnknownOpTypeError)
 

@@ -221,8 +221,8 @@ def test_mobilenet_v2(mobilenet):
     _check(fn, graph_def, inputs, outputs, [x], "function", atol=1e-9)
 
 
-@pytest.mark.parametrize("module_name", ["graph_override.frozen.function",
-                                         "graph_override.frozen.function_layer"])
+@pytest.mark.parametrize("module_name", ["graph_override.frozen.tf2.function",
+                                         "graph_override.frozen.tf2.layer"])
 def test_docstring_examples(module_name):
     import doctest  # pylint: disable=import-outside-toplevel
     import importlib  # pylint: disable=import-outside-toplevel

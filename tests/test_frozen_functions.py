@@ -216,19 +216,20 @@ def test_renamed_functions_leave_no_reference_to_an_old_name(caller):
     helper; a function named inside another function attr's attrs is
     renamed too."""
     from google.protobuf import text_format  # pylint: disable=import-outside-toplevel
-    from graph_override.frozen import function_graph, library  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.patching import library  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.tf2 import graph as function_graph  # pylint: disable=import-outside-toplevel
     graph_def = text_format.Parse(LIBRARY, tf.compat.v1.GraphDef())
     original = graph_def.SerializeToString()
     if caller == "patch":
-        mapping = library.rename_functions(graph_def, {"body"})
+        mapping = library.rename_changed_functions(graph_def, {"body"})
         renamed = graph_def
         # "unrelated" neither calls nor is called next to "body".
         assert set(mapping) == {"body", "outer", "branches", "other"}
         assert len({new.rpartition("_go")[2] for new in mapping.values()}) == 1
         again = text_format.Parse(LIBRARY, tf.compat.v1.GraphDef())
-        assert library.rename_functions(again, {"body"}) == mapping  # deterministic
+        assert library.rename_changed_functions(again, {"body"}) == mapping  # deterministic
     else:
-        renamed = function_graph.rename_functions(graph_def)
+        renamed = function_graph.with_unique_function_names(graph_def)
         assert graph_def.SerializeToString() == original  # a copy; the input is kept
         assert all("_frozen_fn_" in f.signature.name for f in renamed.library.function)
     functions, refs = _references(renamed, {"body", "outer", "branches", "other",

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tensorflow.core.framework import function_pb2, graph_pb2
 
 from graph_override import frozen
-from graph_override.frozen import io as _graphdef_io
+from graph_override.frozen.graphdef import io as _graphdef_io
 from graph_override.errors import GraphDefError, GraphOverrideError
 
 

@@ -1,7 +1,7 @@
 """`frozen.patch_file` (what `graph-override patch` runs): the bytes path
 must give what load + patch + save gives, refuse what they refuse with the
 same message, and keep every byte of the input it does not change; and the
-C-level views it rests on (`frozen.wire`) must see what a full parse sees."""
+C-level views it rests on (`frozen.graphdef.wire`) must see what a full parse sees."""
 
 import os
 
@@ -15,7 +15,8 @@ import frozen_graphs
 import test_frozen_io
 from graph_override import frozen
 from graph_override.errors import GraphDefError, GraphOverrideError
-from graph_override.frozen import graph_index, pipeline, wire
+from graph_override.frozen.graphdef import graph_index, wire
+from graph_override.frozen.patching import patch_file as pipeline
 
 # Every test runs with the C reader and with the pure-Python one.
 pytestmark = pytest.mark.usefixtures("reader")
@@ -185,7 +186,7 @@ def test_mutated_files_give_the_same_result_or_error_on_both_paths(tmp_path_fact
         assert list(report.changes) == list(expected[1].changes)
 
 
-# ---- frozen.wire: what the C-level views see --------------------------------
+# ---- frozen.graphdef.wire: what the C-level views see --------------------------------
 
 def _varint(n):
     return test_frozen_io._varint(n)

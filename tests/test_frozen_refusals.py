@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import frozen_graphs as fg
 from graph_override import cli, frozen, tf2
-from graph_override.frozen import verify
+from graph_override.frozen.patching import verify
 
 
 @pytest.mark.parametrize("apply", [frozen.patch, frozen.make_portable])

@@ -1,4 +1,4 @@
-"""The C GraphDef reader (graph_override/frozen/_scan.c) against the
+"""The C GraphDef reader (graph_override/frozen/graphdef/_scan.c) against the
 pure-Python one and against protobuf: the same names, op types, inputs and
 counts, every input resolved to the node a dictionary lookup gives, the
 same errors from `load` for any bytes, and appended nodes that parse to
@@ -18,18 +18,18 @@ import test_frozen_io
 import test_frozen_pipeline
 from graph_override import frozen
 from graph_override.errors import GraphDefError
-from graph_override.frozen import checks, graph_index, wire
+from graph_override.frozen.graphdef import checks, graph_index, wire
 
 _scan = wire._scan  # pylint: disable=protected-access
 needs_c = pytest.mark.skipif(
     _scan is None and os.environ.get("GRAPH_OVERRIDE_REQUIRE_SPEEDUPS", "") in ("", "0"),
-    reason="the C reader graph_override.frozen._scan is not built")
+    reason="the C reader graph_override.frozen.graphdef._scan is not built")
 
 
 @pytest.fixture(autouse=True)
 def _c_reader_built():
     if _scan is None and os.environ.get("GRAPH_OVERRIDE_REQUIRE_SPEEDUPS", "") not in ("", "0"):
-        pytest.fail("the C reader graph_override.frozen._scan is not built")
+        pytest.fail("the C reader graph_override.frozen.graphdef._scan is not built")
 
 
 def _python_index(data, monkeypatch):
@@ -360,7 +360,7 @@ def test_spans_index_like_a_list():
 
 
 def test_the_environment_variable_turns_the_c_reader_off():
-    code = ("from graph_override.frozen import wire; print(wire.speedups())")
+    code = ("from graph_override.frozen.graphdef import wire; print(wire.speedups())")
     out = {}
     for value in ("1", "0"):
         env = dict(os.environ, GRAPH_OVERRIDE_PURE_PYTHON=value, TF_CPP_MIN_LOG_LEVEL="3")

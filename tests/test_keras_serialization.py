@@ -451,7 +451,7 @@ def test_a_module_function_of_the_standard_library_is_not_an_op_function():
     ({"op_fn": "subprocess:getoutput", "gradient": "Identity"}, SerializationError,
      "is in subprocess"),
     ({"op_fn": "builtins:eval", "gradient": "Identity"}, SerializationError, "is in builtins"),
-    ({"op_fn": "graph_override.frozen.io:save", "gradient": "Identity"}, SerializationError,
+    ({"op_fn": "graph_override.frozen.graphdef.io:save", "gradient": "Identity"}, SerializationError,
      "is in graph_override"),
     ({"op_fn": "tf.io.gfile.remove", "gradient": "Identity"}, SerializationError,
      "is not a TensorFlow op function in this TensorFlow"),

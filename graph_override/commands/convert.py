@@ -59,7 +59,7 @@ def run(args):
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
     from graph_override.errors import (ConversionError,  # pylint: disable=import-outside-toplevel
                                        UnknownOpTypeError)
-    from graph_override.frozen import function_save  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.tf2 import save as function_save  # pylint: disable=import-outside-toplevel
     try:
         rules = parse_rules(args)
     except (frozen.RuleError, UnknownOpTypeError) as e:

@@ -49,15 +49,16 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import registry
-from graph_override.frozen.inspection import RISKY_OPS, ZERO_GRADIENT_OPS, inspect
-from graph_override.frozen.io import (MAX_BYTES, check_output_path, load,
-                                        parse_graph_def, save, validate)
-from graph_override.frozen.patching import make_portable, patch
-from graph_override.frozen.pipeline import patch_file
-from graph_override.frozen.reports import InspectReport, NodeChange, PatchReport
-from graph_override.frozen.rules import (GRADIENT_ATTR, Rule, RuleError, node_list,
-                                            nodes_by_gradient, parse_rule)
-from graph_override.frozen.function import FrozenFunction, to_function
+from graph_override.frozen.graphdef.io import (MAX_BYTES, check_output_path, load,
+                                               parse_graph_def, save, validate)
+from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
+from graph_override.frozen.inspection.inspector import RISKY_OPS, ZERO_GRADIENT_OPS, inspect
+from graph_override.frozen.inspection.report import InspectReport
+from graph_override.frozen.patching.engine import make_portable, patch
+from graph_override.frozen.patching.patch_file import patch_file
+from graph_override.frozen.patching.report import NodeChange, PatchReport
+from graph_override.frozen.patching.rules import Rule, RuleError, parse_rule
+from graph_override.frozen.tf2.function import FrozenFunction, to_function
 from graph_override.errors import ConversionError, EagerModeError, UnknownGradientError
 
 __all__ = [
@@ -91,7 +92,7 @@ __all__ = [
 def __getattr__(name):
     # FrozenLayer imports Keras, which `import graph_override.frozen` should not.
     if name == "FrozenLayer":
-        from graph_override.frozen.function_layer import FrozenLayer  # pylint: disable=import-outside-toplevel
+        from graph_override.frozen.tf2.layer import FrozenLayer  # pylint: disable=import-outside-toplevel
         return FrozenLayer
     raise AttributeError("module 'graph_override.frozen' has no attribute %r" % name)
 

@@ -1,6 +1,6 @@
-/* graph_override.frozen._scan: a one-pass reader of serialized GraphDefs.
+/* graph_override.frozen.graphdef._scan: a one-pass reader of serialized GraphDefs.
  *
- * An optional speed-up of graph_override.frozen.wire and .graph_index;
+ * An optional speed-up of graph_override.frozen.graphdef.wire and .graph_index;
  * every function here has a pure-Python equivalent there, and the test
  * suite runs both and compares them (tests/test_frozen_scan.py). The extension is built by
  * `pip install` where a C compiler is at hand, and skipped otherwise.

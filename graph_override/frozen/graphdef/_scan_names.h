@@ -1,4 +1,4 @@
-/* Node names for graph_override/frozen/_scan.c: TensorFlow's rules for
+/* Node names for graph_override/frozen/graphdef/_scan.c: TensorFlow's rules for
  * names and op types, a hash table from names to node indices (batched
  * lookups with prefetch: they are memory bound), and the resolution of
  * inputs (NAME, NAME:PORT, ^NAME) to the node they read. Included by

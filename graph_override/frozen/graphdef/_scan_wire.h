@@ -1,4 +1,4 @@
-/* The protobuf wire format, as graph_override/frozen/_scan.c reads and
+/* The protobuf wire format, as graph_override/frozen/graphdef/_scan.c reads and
  * writes it: varints, field keys and length-delimited payloads, each read
  * checked against the end of the data. Included by _scan.c after Python.h.
  */

@@ -1,6 +1,6 @@
 """Structural checks of a GraphDef: what TensorFlow's importer would refuse.
 
-`graph_override.frozen.io.validate` runs these after its name checks. They
+`graph_override.frozen.graphdef.io.validate` runs these after its name checks. They
 refuse what `tf.compat.v1.import_graph_def` refuses, so that nothing that
 cannot be imported is ever written:
 
@@ -27,8 +27,8 @@ from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
 from graph_override import _compat
 from graph_override.errors import GraphDefError
-from graph_override.frozen import cycles
-from graph_override.frozen.graph_index import Index, read_index
+from graph_override.frozen.graphdef import cycles
+from graph_override.frozen.graphdef.graph_index import Index, read_index
 
 __all__ = ["check_bytes", "check_structure", "validate"]
 

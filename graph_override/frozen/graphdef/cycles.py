@@ -1,5 +1,5 @@
 """Finding a cycle in a graph given as arrays of edges (used by
-`graph_override.frozen.checks` on every input of a GraphDef at once)."""
+`graph_override.frozen.graphdef.checks` on every input of a GraphDef at once)."""
 
 import numpy as np
 

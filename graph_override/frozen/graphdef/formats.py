@@ -1,4 +1,4 @@
-"""What kind of file a GraphDef reader was given (see `graph_override.frozen.io`).
+"""What kind of file a GraphDef reader was given (see `graph_override.frozen.graphdef.io`).
 
 Protobuf parses almost any bytes as *some* message, so the reader tells
 binary from text by the content, refuses fields that a GraphDef does not
@@ -14,7 +14,7 @@ from tensorflow.core.framework import graph_pb2
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
 from graph_override.errors import GraphDefError
-from graph_override.frozen.wire import has_unknown_fields
+from graph_override.frozen.graphdef.wire import has_unknown_fields
 
 __all__ = ["TEXT_SUFFIXES", "check_unknown_fields", "format_order", "looks_like_text",
            "top_level_unknown", "wrong_kind"]
@@ -82,7 +82,7 @@ def check_unknown_fields(data, source):
     """Raises if the binary GraphDef `data` holds fields that a GraphDef,
     NodeDef, AttrValue... does not have, at any depth, naming the node.
 
-    The check is `graph_override.frozen.wire.has_unknown_fields` (one parse
+    The check is `graph_override.frozen.graphdef.wire.has_unknown_fields` (one parse
     in C). Where protobuf cannot list unknown fields, lengths are compared
     instead: dropping unknown fields shortens the serialization only if
     there were some. Only when something is found is the file parsed again,

@@ -1,7 +1,7 @@
 """The index of a serialized GraphDef: names, op types and inputs of every
 node, read once and shared by the checks, `inspect` and `patch`.
 
-`read_index` reads it with the C reader (`graph_override.frozen._scan`,
+`read_index` reads it with the C reader (`graph_override.frozen.graphdef._scan`,
 through `wire.scan`) where that was built: one pass that gives spans into
 the bytes (`ScanIndex`: names and inputs are sliced out only when read)
 and every input resolved to its node. Otherwise, and for bytes the C
@@ -14,7 +14,7 @@ import collections.abc
 
 import numpy as np
 
-from graph_override.frozen import wire
+from graph_override.frozen.graphdef import wire
 
 __all__ = ["Index", "ScanIndex", "read_index"]
 

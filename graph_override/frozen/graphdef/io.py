@@ -5,7 +5,7 @@ SavedModel's saved_model.pb, a MetaGraphDef or a truncated file often come
 back as a GraphDef with a few strange nodes, or none. `load` therefore reads
 only regular files of at most `MAX_BYTES`, tells binary from text by the
 content, refuses fields that a GraphDef does not have, and checks what it
-parsed with `graph_override.frozen.checks.validate` (what TensorFlow's
+parsed with `graph_override.frozen.graphdef.checks.validate` (what TensorFlow's
 importer would refuse); every failure is a `GraphDefError` naming the file
 the caller gave.
 
@@ -23,10 +23,10 @@ from tensorflow.core.framework import graph_pb2
 
 from graph_override._atomic import atomic_write
 from graph_override.errors import GraphDefError
-from graph_override.frozen import formats
-from graph_override.frozen.checks import check_bytes, validate
-from graph_override.frozen.formats import looks_like_text
-from graph_override.frozen.graph_index import read_index
+from graph_override.frozen.graphdef import formats
+from graph_override.frozen.graphdef.checks import check_bytes, validate
+from graph_override.frozen.graphdef.formats import looks_like_text
+from graph_override.frozen.graphdef.graph_index import read_index
 
 __all__ = ["MAX_BYTES", "check_output_path", "load", "looks_like_text", "parse_graph_def",
            "read_regular_file", "save", "validate", "write_bytes"]
@@ -110,7 +110,7 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
             validate(graph_def, source)
         else:
             # One C-level pass lists names, op types and inputs and looks
-            # for unknown fields in the nodes (see frozen.wire).
+            # for unknown fields in the nodes (see frozen.graphdef.wire).
             index = read_index(binary)
             if index is None or index.unknown is not False:
                 formats.check_unknown_fields(binary, source)  # raises naming the node

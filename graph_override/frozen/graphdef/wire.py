@@ -1,8 +1,8 @@
 """The wire level of a serialized GraphDef: C-level views of its bytes, on
-which `graph_override.frozen.graph_index` builds the index.
+which `graph_override.frozen.graphdef.graph_index` builds the index.
 
 * `scan`, `append_entries`, `node_count`: the C reader
-  (`graph_override.frozen._scan`, built by pip where a C compiler is at
+  (`graph_override.frozen.graphdef._scan`, built by pip where a C compiler is at
   hand): one pass over the bytes for the spans of every name, op type and
   input, each input resolved to its node; the patched bytes; the node
   count of the read-back check. GRAPH_OVERRIDE_PURE_PYTHON=1 in the
@@ -30,8 +30,8 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 __all__ = ["append_entries", "append_to_nodes", "has_unknown", "has_unknown_fields",
            "input_counts", "node_count", "parse_merged", "parse_nodes", "scan", "speedups"]
 
-try:  # graph_override/frozen/_scan.c, built by pip where a C compiler is at hand
-    from graph_override.frozen import _scan
+try:  # graph_override/frozen/graphdef/_scan.c, built by pip where a C compiler is at hand
+    from graph_override.frozen.graphdef import _scan
 except ImportError:  # pragma: no cover - depends on the build
     _scan = None
 if os.environ.get("GRAPH_OVERRIDE_PURE_PYTHON", "") not in ("", "0"):
@@ -39,7 +39,7 @@ if os.environ.get("GRAPH_OVERRIDE_PURE_PYTHON", "") not in ("", "0"):
 
 
 def speedups():
-    """True if the C reader (`graph_override.frozen._scan`) is in use."""
+    """True if the C reader (`graph_override.frozen.graphdef._scan`) is in use."""
     return _scan is not None
 
 _FD = descriptor.FieldDescriptor

@@ -8,9 +8,9 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import _compat, registry
-from graph_override.frozen import library as library_mod
-from graph_override.frozen.reports import V1_LOOP_HELP, InspectReport
-from graph_override.frozen.rules import GRADIENT_ATTR, View, gradient_attr
+from graph_override.frozen.graphdef import functions as library_mod
+from graph_override.frozen.graphdef.views import GRADIENT_ATTR, View, gradient_attr
+from graph_override.frozen.inspection.report import V1_LOOP_HELP, InspectReport
 from graph_override.errors import GraphDefError
 
 __all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "ZERO_GRADIENT_OPS",

@@ -1,11 +1,9 @@
-"""The reports of `graph_override.frozen.inspect`, `patch` and
-`make_portable`: JSON-ready dicts and plain-text tables."""
+"""The report of `graph_override.frozen.inspect`: a JSON-ready dict and
+plain-text tables."""
 
-import collections.abc
 import dataclasses
 
-__all__ = ["InspectReport", "NodeChange", "NodeChanges", "PatchReport", "V1_LOOP_HELP",
-           "v1_loop_lines"]
+__all__ = ["InspectReport", "V1_LOOP_HELP", "table", "v1_loop_lines"]
 
 # What a user can do about a TF1 while loop in a frozen graph.
 V1_LOOP_HELP = (
@@ -15,100 +13,6 @@ V1_LOOP_HELP = (
     "it where its loop contexts exist (the process that built it, or its "
     "MetaGraph through tf.compat.v1.train.import_meta_graph); gradients whose "
     "path does not cross a loop still work")
-
-
-@dataclasses.dataclass
-class NodeChange:
-    """One node changed by `patch` or `make_portable`."""
-    node: str
-    op: str
-    action: str            # "set", "remove", "rewrite"
-    before: str            # the previous _gradient_op_type, or None
-    after: str             # the new one, or None
-    rule: str
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-
-class NodeChanges(collections.abc.Sequence):
-    """The "set" changes of a patch that named many nodes, as a read-only
-    list of `NodeChange`, each made when it is read: a million-node graph
-    then costs no million objects unless the caller asks for them.
-
-    Args:
-      names, ops: node names and op types, by node index.
-      order: the indices of the changed nodes, in node order.
-      rule_of: {node index: rule index}.
-      targets, texts: per rule, the name set and the rule's text.
-    """
-
-    def __init__(self, names, ops, order, rule_of, targets, texts):
-        self._names, self._ops, self._order = names, ops, order
-        self._rule_of, self._targets, self._texts = rule_of, targets, texts
-
-    def __len__(self):
-        return len(self._order)
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return [self[j] for j in range(*k.indices(len(self)))]
-        i = self._order[k]
-        r = self._rule_of[i]
-        return NodeChange(self._names[i], self._ops[i], "set", None, self._targets[r],
-                          self._texts[r])
-
-    def __eq__(self, other):
-        if not isinstance(other, collections.abc.Sequence) or isinstance(other, str):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
-
-    __hash__ = None
-
-    def __repr__(self):
-        return "NodeChanges(%r)" % (self[:3] + (["..."] if len(self) > 3 else []))
-
-
-@dataclasses.dataclass
-class PatchReport:
-    """What `patch` / `make_portable` did: every node changed, how many each
-    rule selected, the nodes added, gradient names left that plain
-    TensorFlow cannot resolve, and warnings (TF1 while loops, which
-    tf.gradients cannot cross after import, patched or not)."""
-    changes: list
-    rule_matches: list      # [(rule text, number of nodes selected)]
-    nodes_added: int = 0
-    portable: bool = False
-    unresolved_left: list = dataclasses.field(default_factory=list)
-    warnings: list = dataclasses.field(default_factory=list)  # e.g. TF1 loops
-    # inspect(result).gradient_failures; filled in by patch_file only.
-    gradient_failures_left: list = None
-
-    def to_dict(self):
-        return {"portable": self.portable, "warnings": list(self.warnings),
-                "changes": [c.to_dict() for c in self.changes],
-                "rules": [{"rule": r, "selected": n} for r, n in self.rule_matches],
-                "nodes_added": self.nodes_added,
-                "unresolved_left": list(self.unresolved_left)}
-
-    def format(self, limit=50):
-        lines = ["%d node(s) changed%s:" % (
-            len(self.changes), " (made portable, %d node(s) added)" % self.nodes_added
-            if self.portable else "")]
-        rows = [("node", "op", "action", "gradient before", "gradient after")]
-        rows += [(c.node, c.op, c.action, c.before or "-", c.after or "-")
-                 for c in self.changes[:limit]]
-        lines += _table(rows)
-        if len(self.changes) > limit:
-            lines.append("  ... and %d more (use --json for all)"
-                         % (len(self.changes) - limit))
-        for rule, n in self.rule_matches:
-            lines.append("rule %s: %d node(s) selected" % (rule, n))
-        for item in list(self.unresolved_left) + list(self.warnings):
-            lines.append("warning: %s" % item)
-        return "\n".join(lines)
-
-    __str__ = format
 
 
 @dataclasses.dataclass
@@ -144,14 +48,14 @@ class InspectReport:
         lines = ["%d nodes, %d op types%s" % (
             self.nodes, len(self.op_types),
             ", %d library functions" % self.functions if self.functions else "")]
-        lines += _table([("op type", "count")] + [
+        lines += table([("op type", "count")] + [
             (op, str(n)) for op, n in list(self.op_types.items())[:limit]])
         if len(self.op_types) > limit:
             lines.append("  ... %d more op types (use --json)" % (len(self.op_types) - limit))
         lines.append("")
         if self.gradient_names:
             lines.append("gradient names (_gradient_op_type):")
-            lines += _table([("name", "nodes", "resolves here", "needs graph_override")] + [
+            lines += table([("name", "nodes", "resolves here", "needs graph_override")] + [
                 (g["name"], str(g["count"]), "yes" if g["resolvable"] else "NO",
                  "yes" if g["needs_graph_override"] else "no")
                 for g in self.gradient_names])
@@ -160,7 +64,7 @@ class InspectReport:
         lines.append("")
         if self.gradient_failures:
             lines.append("%d node(s) whose gradient will fail:" % len(self.gradient_failures))
-            lines += _table([("node", "op", "gradient", "why")] + [
+            lines += table([("node", "op", "gradient", "why")] + [
                 (f["node"], f["op"], f["gradient"], f["reason"])
                 for f in self.gradient_failures[:limit]])
             if len(self.gradient_failures) > limit:
@@ -181,7 +85,7 @@ class InspectReport:
         if self.zero_gradients:
             lines.append("%d node(s) whose gradient is zero everywhere (tf.gradients "
                          "gives zeros or None through them):" % len(self.zero_gradients))
-            lines += _table([("node", "op", "why")] + [
+            lines += table([("node", "op", "why")] + [
                 (z["node"], z["op"], z["reason"]) for z in self.zero_gradients[:limit]])
             if len(self.zero_gradients) > limit:
                 lines.append("  ... and %d more (use --json)"
@@ -189,7 +93,7 @@ class InspectReport:
             lines.append("")
         if self.risky_ops:
             lines.append("%d risky op(s) for an untrusted graph:" % len(self.risky_ops))
-            lines += _table([("node", "op", "why")] + [
+            lines += table([("node", "op", "why")] + [
                 (r["node"], r["op"], r["reason"]) for r in self.risky_ops[:limit]])
         else:
             lines.append("risky ops (file I/O, PyFunc, ...): none")
@@ -203,7 +107,7 @@ def v1_loop_lines(loops, limit=30):
     lines = ["%d TF1 while loop(s) (Enter/Exit/NextIteration): tf.gradients cannot "
              "cross them after a GraphDef import ('NoneType' object has no attribute "
              "'outer_context'), patched or not:" % len(loops)]
-    lines += _table([("loop", "nodes", "exits")] + [
+    lines += table([("loop", "nodes", "exits")] + [
         (e["loop"], str(e["nodes"]), ", ".join(e["exits"][:3])
          + (" ..." if len(e["exits"]) > 3 else "")) for e in loops[:limit]])
     if len(loops) > limit:
@@ -212,7 +116,8 @@ def v1_loop_lines(loops, limit=30):
     return lines
 
 
-def _table(rows):
+def table(rows):
+    """Plain-text table lines of `rows` (the first row the header)."""
     widths = [min(60, max(len(r[i]) for r in rows)) for i in range(len(rows[0]))]
     out = []
     for j, row in enumerate(rows):

@@ -7,14 +7,15 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from graph_override import (_compat, estimators,
                             registry)
-from graph_override.frozen import library
-from graph_override.frozen import portable as portable_form
-from graph_override.frozen import verify
-from graph_override.frozen.inspection import v1_loops
-from graph_override.frozen.reports import V1_LOOP_HELP, NodeChange, NodeChanges, PatchReport
-from graph_override.frozen.rules import (GRADIENT_ATTR, RuleError, View, as_rules,
-                                            check_matches, gradient_attr, node_list,
-                                            nodes_by_gradient, select)
+from graph_override.frozen.graphdef.views import (GRADIENT_ATTR, View, gradient_attr,
+                                                  node_list, nodes_by_gradient)
+from graph_override.frozen.inspection.inspector import v1_loops
+from graph_override.frozen.inspection.report import V1_LOOP_HELP
+from graph_override.frozen.patching import library
+from graph_override.frozen.patching import portable as portable_form
+from graph_override.frozen.patching import verify
+from graph_override.frozen.patching.report import NodeChange, NodeChanges, PatchReport
+from graph_override.frozen.patching.rules import RuleError, as_rules, check_matches, select
 from graph_override.errors import GraphDefError
 
 __all__ = ["loop_warnings", "make_portable", "patch", "set_names"]
@@ -336,7 +337,7 @@ def patch(graph_def, rules, *, on_no_match="raise", allow_replace=False):
 
     Nodes inside the function library (While/If bodies) are selected like
     top-level nodes, named ``FUNCTION/NODE`` in the report; the functions
-    changed get new names (see `graph_override.frozen.library`). Rules on
+    changed get new names (see `graph_override.frozen.patching.library`). Rules on
     nodes inside a PartitionedCall body are refused: TensorFlow
     differentiates those bodies in C++ and would ignore the change.
 

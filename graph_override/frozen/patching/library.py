@@ -27,55 +27,14 @@ import hashlib
 import re
 
 from graph_override import _compat
-from graph_override.frozen import portable as portable_form
-from graph_override.frozen.rules import GRADIENT_ATTR, RuleError, gradient_attr
+from graph_override.errors import RuleError
+from graph_override.frozen.graphdef.functions import body_modes, called_functions
+from graph_override.frozen.graphdef.views import GRADIENT_ATTR, gradient_attr
+from graph_override.frozen.patching import portable as portable_form
 from tensorflow.core.framework import graph_pb2
 
-__all__ = ["CALL_OPS", "CONTROL_FLOW_OPS", "apply_to_functions", "body_modes",
-           "rename_functions", "rename_library", "rewrite_function_node",
-           "select_function_nodes"]
-
-CALL_OPS = frozenset(("PartitionedCall", "StatefulPartitionedCall"))
-CONTROL_FLOW_OPS = frozenset(("While", "StatelessWhile", "If", "StatelessIf", "Case",
-                              "StatelessCase"))
-
-
-def _called(node):
-    """The names of the functions a node's attrs refer to."""
-    for value in node.attr.values():
-        if value.HasField("func"):
-            yield value.func.name
-        elif value.HasField("list"):
-            for f in value.list.func:
-                yield f.name
-
-
-def body_modes(graph_def):
-    """{function name: "python" | "symbolic"}: how tf.gradients
-    differentiates each function's body after import (see the module
-    docstring). Functions no node reaches are left out."""
-    library = {f.signature.name: f for f in graph_def.library.function}
-    modes = {}
-    todo = [(graph_def.node, "python")]
-    while todo:
-        nodes, mode = todo.pop()
-        for node in nodes:
-            callees = list(_called(node))
-            if node.op in library:
-                callees.append(node.op)
-            if not callees:
-                continue
-            child = mode if node.op in CONTROL_FLOW_OPS else "symbolic"
-            for name in callees:
-                if name not in library:
-                    continue
-                old = modes.get(name)
-                if old == "symbolic" or old == child:
-                    continue
-                modes[name] = child
-                todo.append((library[name].node_def, child))
-    return modes
-
+__all__ = ["apply_to_functions", "rename_changed_functions", "rename_library",
+           "rewrite_function_node", "select_function_nodes"]
 
 def select_function_nodes(graph_def, rules):
     """{rule index: [(function index, node index)]}, the first rule
@@ -198,7 +157,7 @@ def apply_to_functions(graph_def, selected, rules, what, *, portable, allow_repl
         on top-level nodes.
     """
     from graph_override import registry  # pylint: disable=import-outside-toplevel
-    from graph_override.frozen import verify  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.patching import verify  # pylint: disable=import-outside-toplevel
     modes = body_modes(graph_def)
     functions = graph_def.library.function
     changes, added, rewritten, shapes = [], 0, [], collections.defaultdict(list)
@@ -249,12 +208,12 @@ def apply_to_functions(graph_def, selected, rules, what, *, portable, allow_repl
     for fname, named in shapes.items():
         verify.check_function_shapes(graph_def, fname, named, what)
     changed = {c[0].split("/", 1)[0] for c in changes}
-    renamed = rename_functions(graph_def, changed) if changed else {}
+    renamed = rename_changed_functions(graph_def, changed) if changed else {}
     changes.sort(key=lambda c: c[0])
     return changes, added, [renamed.get(n, n) for n in rewritten]
 
 
-def rename_functions(graph_def, changed):
+def rename_changed_functions(graph_def, changed):
     """Gives the `changed` functions, the functions called next to them
     (the cond of a While whose body changed, the other branch of an If) and
     the functions holding calls to any of these, new names ending in a hash
@@ -278,7 +237,7 @@ def rename_functions(graph_def, changed):
         found = set()
         for owner, nodes in owners:
             for node in nodes:
-                refs = set(_called(node)) | ({node.op} if node.op in library else set())
+                refs = set(called_functions(node)) | ({node.op} if node.op in library else set())
                 if refs & rename:
                     found |= (refs & set(library)) - rename
                     if owner is not None and owner not in rename:
@@ -312,8 +271,8 @@ def rename_library(graph_def, mapping):
 
     TensorFlow keeps functions in one process-wide table by name and refuses
     a different definition under a taken name ("Attempting to add a duplicate
-    function"). `rename_functions` renames what `patch` changed, by a hash of
-    the change; `graph_override.frozen.function_graph.rename_functions`
+    function"). `rename_changed_functions` renames what `patch` changed, by a hash of
+    the change; `graph_override.frozen.tf2.graph.with_unique_function_names`
     renames every function once per import.
     """
     if not mapping:

@@ -37,10 +37,13 @@ import os
 from tensorflow.core.framework import node_def_pb2
 
 from graph_override.errors import GraphDefError
-from graph_override.frozen import (checks, formats, graph_index, inspection, patching,
-                                   verify, wire)
-from graph_override.frozen import io as frozen_io
-from graph_override.frozen.rules import View, as_rules, check_matches, select
+from graph_override.frozen.graphdef import checks, formats, graph_index, wire
+from graph_override.frozen.graphdef import io as frozen_io
+from graph_override.frozen.graphdef.views import View
+from graph_override.frozen.inspection import inspector as inspection
+from graph_override.frozen.patching import engine as patching
+from graph_override.frozen.patching import verify
+from graph_override.frozen.patching.rules import as_rules, check_matches, select
 
 __all__ = ["patch_file"]
 

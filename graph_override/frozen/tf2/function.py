@@ -47,26 +47,14 @@ import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
 from graph_override.errors import GraphDefError
-from graph_override.frozen import function_graph
-from graph_override.frozen.function_graph import V1_CONTROL_FLOW_OPS
-from graph_override.frozen.io import load
-from graph_override.frozen.patching import patch
-from graph_override.frozen.rules import as_rules
+from graph_override.frozen.graphdef.io import load
+from graph_override.frozen.patching.engine import patch
+from graph_override.frozen.patching.rules import as_rules
+from graph_override.frozen.tf2 import graph as function_graph
+from graph_override.frozen.tf2 import save as save_lib
+from graph_override.frozen.tf2.graph import V1_CONTROL_FLOW_OPS
 
 __all__ = ["V1_CONTROL_FLOW_OPS", "FrozenFunction", "to_function"]
-
-
-def _wrap(graph_def, feeds, fetches):
-    """The graph imported into a wrap_function, pruned to feeds -> fetches."""
-    graph_def = function_graph.rename_functions(graph_def)
-
-    def _import():
-        tf.compat.v1.import_graph_def(graph_def, name="")
-
-    wrapped = tf.compat.v1.wrap_function(_import, [])
-    graph = wrapped.graph
-    return wrapped.prune(feeds=[graph.as_graph_element(n) for n in feeds],
-                         fetches=[graph.as_graph_element(n) for n in fetches])
 
 
 def _specs(graph_def, names):
@@ -117,7 +105,7 @@ class FrozenFunction(tf.Module):
                         for name, value in weights]
         self.input_specs = _specs(graph_def, self.inputs)
         self.output_specs = _specs(graph_def, self.outputs)
-        self._function = _wrap(function_graph.as_placeholders(graph_def, weights),
+        self._function = function_graph.wrap(function_graph.as_placeholders(graph_def, weights),
                                self.inputs + [n + ":0" for n in self.weight_names],
                                self.outputs)
 
@@ -160,9 +148,8 @@ class FrozenFunction(tf.Module):
         return self.call_with_weights(inputs, self.weights)
 
     def save(self, path, *, overwrite=False):
-        """Writes a SavedModel (see `graph_override.frozen.function_save.save`)."""
-        from graph_override.frozen import function_save  # pylint: disable=import-outside-toplevel
-        return function_save.save(self, path, overwrite=overwrite)
+        """Writes a SavedModel (see `graph_override.frozen.tf2.save.save`)."""
+        return save_lib.save(self, path, overwrite=overwrite)
 
 
 def _variable_name(node_name):

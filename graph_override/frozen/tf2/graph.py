@@ -3,7 +3,7 @@
 Checks (op types, v1 control flow, tensor names, gradient names), the
 selection of trainable Const weights, their replacement by Placeholders, and
 process-unique names for library functions. See
-`graph_override.frozen.function` for how they fit together.
+`graph_override.frozen.tf2.function` for how they fit together.
 """
 
 import difflib
@@ -16,11 +16,11 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from graph_override import _compat, registry
 from graph_override.errors import ConversionError, UnknownGradientError
-from graph_override.frozen.library import rename_library
-from graph_override.frozen.rules import GRADIENT_ATTR, node_list
+from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list
+from graph_override.frozen.patching.library import rename_library
 
 __all__ = ["V1_CONTROL_FLOW_OPS", "as_placeholders", "check_names", "check_ops",
-           "rename_functions", "resolve_gradient_names", "select_weights"]
+           "resolve_gradient_names", "select_weights", "with_unique_function_names", "wrap"]
 
 
 # Ops of TF1 control flow (tf.compat.v1 while_loop/cond without control flow
@@ -217,9 +217,9 @@ def as_placeholders(graph_def, weights):
 _imports = itertools.count(1)
 
 
-def rename_functions(graph_def):
+def with_unique_function_names(graph_def):
     """A copy of `graph_def` with a process-unique suffix on every library
-    function (`graph_override.frozen.library.rename_library`).
+    function (`graph_override.frozen.patching.library.rename_library`).
 
     TensorFlow keeps functions in one process-wide table by name. Two imports
     of the same library that differ after differentiation (the While
@@ -235,3 +235,16 @@ def rename_functions(graph_def):
     new.CopyFrom(graph_def)
     return rename_library(new, {f.signature.name: f.signature.name + suffix
                                 for f in new.library.function})
+
+
+def wrap(graph_def, feeds, fetches):
+    """The graph imported into a wrap_function, pruned to feeds -> fetches."""
+    graph_def = with_unique_function_names(graph_def)
+
+    def _import():
+        tf.compat.v1.import_graph_def(graph_def, name="")
+
+    wrapped = tf.compat.v1.wrap_function(_import, [])
+    graph = wrapped.graph
+    return wrapped.prune(feeds=[graph.as_graph_element(n) for n in feeds],
+                         fetches=[graph.as_graph_element(n) for n in fetches])

@@ -51,7 +51,7 @@ class FrozenLayer(keras.layers.Layer):
     """
 
     def __init__(self, function, trainable=True, **kwargs):
-        from graph_override.frozen.function import FrozenFunction  # pylint: disable=import-outside-toplevel
+        from graph_override.frozen.tf2.function import FrozenFunction  # pylint: disable=import-outside-toplevel
         if not isinstance(function, FrozenFunction):
             raise TypeError("FrozenLayer needs a FrozenFunction (frozen.to_function(...)), "
                             "got %s" % type(function).__name__)

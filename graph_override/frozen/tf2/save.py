@@ -27,10 +27,10 @@ import tensorflow as tf
 
 from graph_override import _compat, registry
 from graph_override.errors import ConversionError, RuleError
-from graph_override.frozen.patching import make_portable
-from graph_override.frozen.rules import GRADIENT_ATTR, Rule, node_list, nodes_by_gradient
-from graph_override.frozen import function as function_lib
-from graph_override.frozen import function_graph
+from graph_override.frozen.patching.engine import make_portable
+from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
+from graph_override.frozen.patching.rules import Rule
+from graph_override.frozen.tf2 import graph as function_graph
 
 __all__ = ["SIGNATURE_KEY", "check_target", "portable_graph_def", "save"]
 
@@ -104,7 +104,7 @@ class _Serving(tf.Module):
         super().__init__(name=frozen_fn.name)
         self.weights = list(frozen_fn.weights)
         weights = list(zip(frozen_fn.weight_names, [w.numpy() for w in frozen_fn.weights]))
-        concrete = function_lib._wrap(  # pylint: disable=protected-access
+        concrete = function_graph.wrap(
             function_graph.as_placeholders(graph_def, weights),
             frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
             frozen_fn.outputs)
