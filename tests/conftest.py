@@ -21,18 +21,28 @@ def rng():
     return np.random.RandomState(1234)
 
 
-SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / "scripts"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="session")
-def load_script():
-    """Imports scripts/NAME.py as a module (scripts are not a package)."""
+def _loader(folder):
     def load(name):
-        spec = importlib.util.spec_from_file_location(name, SCRIPTS / (name + ".py"))
+        spec = importlib.util.spec_from_file_location(name, ROOT / folder / (name + ".py"))
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
     return load
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """Imports scripts/NAME.py (a user program) as a module (scripts are not a package)."""
+    return _loader("scripts")
+
+
+@pytest.fixture(scope="session")
+def load_tool():
+    """Imports tools/NAME.py (a benchmark or fault injection) as a module."""
+    return _loader("tools")
 
 
 @pytest.fixture(params=["c", "python"])

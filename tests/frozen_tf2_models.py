@@ -14,11 +14,11 @@ import tensorflow as tf
 
 from graph_override import frozen, tf2
 
-SCRIPTS = pathlib.Path(__file__).resolve().parent.parent / "scripts"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / (name + ".py"))
+def _script(folder, name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / (name + ".py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -35,7 +35,7 @@ def _set_const(graph_def, name, fn):
 
 def binarized_mlp(kind="sign"):
     """scripts/make_frozen_example.py's MLP; x [N, 16] -> logits [N, 4]."""
-    graph_def = _script("make_frozen_example").build_binarized_mlp(kind)
+    graph_def = _script("scripts", "make_frozen_example").build_binarized_mlp(kind)
 
     def boundaries(w):
         w[0, 0], w[1, 0], w[2, 0] = 1.0, -1.0, 1.5
@@ -128,9 +128,9 @@ def v1_while():
 
 
 def mobilenet_v2():
-    """scripts/bench_convert.py's Keras MobileNetV2 (alpha 0.35, 32x32, random
+    """tools/bench_convert.py's Keras MobileNetV2 (alpha 0.35, 32x32, random
     weights) frozen with convert_variables_to_constants_v2."""
-    return _script("bench_convert").mobilenet_v2()
+    return _script("tools", "bench_convert").mobilenet_v2()
 
 
 def weights_of(graph_def, names):

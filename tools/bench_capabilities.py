@@ -1,6 +1,6 @@
-"""Sections 3 and 4 of scripts/bench.py: frozen-graph patching and source
-migration throughput. The measurements live in scripts/bench_frozen.py and
-scripts/bench_migrate.py (each runnable on its own); this module runs them
+"""Sections 3 and 4 of tools/bench.py: frozen-graph patching and source
+migration throughput. The measurements live in tools/bench_frozen.py and
+tools/bench_migrate.py (each runnable on its own); this module runs them
 as the report needs: bench_frozen in a fresh process per size, so peak
 memory is its own, and either module's failure becomes a row naming the
 error instead of stopping the report."""
@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from bench_common import SCRIPTS, load_script
+from bench_common import TOOLS, load_script
 
 
 def _run_other(name, calls, log):
@@ -57,10 +57,10 @@ print(json.dumps(result))
 
 
 def bench_frozen(cfg, log):
-    """scripts/bench_frozen.py's run(nodes, repeats), each size in a fresh
+    """tools/bench_frozen.py's run(nodes, repeats), each size in a fresh
     process: peak memory (ru_maxrss) only grows, so it must not see the
     other sections' graphs."""
-    path = SCRIPTS / "bench_frozen.py"
+    path = TOOLS / "bench_frozen.py"
     if not path.exists():
         return None
     out = []
@@ -72,7 +72,7 @@ def bench_frozen(cfg, log):
             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
         if proc.returncode != 0:
             tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
-            out.append({"error": "scripts/bench_frozen.py failed at %d nodes: %s"
+            out.append({"error": "tools/bench_frozen.py failed at %d nodes: %s"
                                  % (nodes, tail[0])})
             log(out[-1]["error"])
             break

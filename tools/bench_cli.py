@@ -1,4 +1,4 @@
-"""Section 5 of scripts/bench.py: how fast the command line answers.
+"""Section 5 of tools/bench.py: how fast the command line answers.
 
 Each command runs in a fresh Python process, as a user starts it; the wall
 time of the whole process is measured. Two baselines run beside them:
@@ -7,7 +7,7 @@ time of the whole process is measured. Two baselines run beside them:
 Repetition by repetition, in a rotating order, every command runs once; a
 ratio is the median over repetitions of the ratio within each repetition.
 
-    python scripts/bench_cli.py --repeats 5
+    python tools/bench_cli.py --repeats 5
 """
 
 import argparse
@@ -32,7 +32,7 @@ _MODEL = (
 
 def legacy_file(folder, lines=400):
     """Writes legacy.py, a file of about `lines` lines dense with override
-    scopes and registrations (scripts/bench_migrate.py's generator, the
+    scopes and registrations (tools/bench_migrate.py's generator, the
     worst case for the migration), into `folder`; returns its path."""
     module = load_script("bench_migrate")
     path = pathlib.Path(folder) / "legacy.py"

@@ -1,4 +1,4 @@
-"""What the sections of scripts/bench.py share: timing helpers, the
+"""What the sections of tools/bench.py share: timing helpers, the
 machine's description, loading a sibling script, atomic writes."""
 
 import datetime
@@ -10,7 +10,7 @@ import statistics
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SCRIPTS = ROOT / "scripts"
+TOOLS = ROOT / "tools"
 
 
 def median(values):
@@ -35,8 +35,8 @@ def rotations(items, repeats):
 
 
 def load_script(name):
-    """scripts/NAME.py as a module, or None if there is no such file."""
-    path = SCRIPTS / (name + ".py")
+    """tools/NAME.py as a module, or None if there is no such file."""
+    path = TOOLS / (name + ".py")
     if not path.exists():
         return None
     spec = importlib.util.spec_from_file_location(name, path)

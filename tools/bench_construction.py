@@ -1,4 +1,4 @@
-"""Section 2 of scripts/bench.py: graph construction of N straight-through
+"""Section 2 of tools/bench.py: graph construction of N straight-through
 sites: time, ops, and entries added to TensorFlow's gradient registry, for
 each family and for the per-call naming idiom of public DANN code."""
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """How fast is a frozen graph in TF2 through frozen.to_function?
 
-    python scripts/bench_convert.py                  # all figures
-    python scripts/bench_convert.py --quick --json   # smaller, machine-readable
+    python tools/bench_convert.py                  # all figures
+    python tools/bench_convert.py --quick --json   # smaller, machine-readable
 
 Step times (one fine-tuning step: forward, gradients into every weight through
 ste_sign, an SGD update) of the same binarized MLP, run side by side:

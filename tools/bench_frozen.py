@@ -1,7 +1,7 @@
 """How fast is load + patch + save of a large GraphDef, next to protobuf alone?
 
-  python scripts/bench_frozen.py                 # 200,000 nodes, 3 repeats
-  python scripts/bench_frozen.py --nodes 50000 --repeats 5 --json
+  python tools/bench_frozen.py                 # 200,000 nodes, 3 repeats
+  python tools/bench_frozen.py --nodes 50000 --repeats 5 --json
 
 Builds a synthetic frozen binarized network of N nodes (Placeholder, Const
 weights, MatMul, Sign, AddV2, Identity; one node in five is a Sign), writes
@@ -29,7 +29,7 @@ measured apart, in a fresh process per side that reads the file and does
 the work once: the growth of its peak resident size over the size after
 importing TensorFlow.
 `run(nodes, repeats)` returns the same figures as a dict (used by
-scripts/bench.py).
+tools/bench.py).
 """
 
 import argparse

@@ -3,9 +3,9 @@
 Generates a tree of legacy TF1 files in a temporary folder (each with
 registrations, override scopes in the common legacy idioms, and plain code as
 filler), migrates it with `migrate_paths` (diff mode: nothing is written),
-and reports lines per second. scripts/bench.py imports `run`.
+and reports lines per second. tools/bench.py imports `run`.
 
-    python scripts/bench_migrate.py --files 20 --lines 400
+    python tools/bench_migrate.py --files 20 --lines 400
 """
 
 import argparse

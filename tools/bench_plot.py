@@ -1,4 +1,4 @@
-"""The figure of scripts/bench.py (docs/benchmarks.png): training ratios,
+"""The figure of tools/bench.py (docs/benchmarks.png): training ratios,
 construction cost, frozen-graph patching, migration throughput."""
 
 import io

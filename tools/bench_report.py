@@ -1,4 +1,4 @@
-"""The report of scripts/bench.py: docs/benchmarks.md's tables, and the
+"""The report of tools/bench.py: docs/benchmarks.md's tables, and the
 figures embedded in it so that `--only SECTION` re-runs one section and
 keeps the others, and a hand-written analysis kept across runs."""
 
@@ -6,7 +6,7 @@ import io
 import json
 import pathlib
 
-ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by scripts/bench.py -->"
+ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by tools/bench.py -->"
 DATA_MARKER = "<!-- bench-data "
 SECTIONS = ("training", "construction", "frozen", "migrate", "cli")
 
@@ -91,13 +91,13 @@ def _migrate_table(results):
 def _cli_section(rows):
     if any("error" in r for r in rows):
         return _generic_table(rows)
-    text = ("`scripts/bench_cli.py`: each command in a fresh Python process, as a "
+    text = ("`tools/bench_cli.py`: each command in a fresh Python process, as a "
             "user starts it (`python -m graph_override ...`), wall time of the whole "
             "process, median of %s repetitions in a rotating order. Ratios: to "
             "`python -c pass` (the interpreter alone) and to `python -c \"import "
             "tensorflow\"` (what every command cost when the command line imported "
             "TensorFlow before parsing its arguments). The migrated file is "
-            "`scripts/bench_migrate.py`'s dense legacy code, 400 lines." % rows[0]["repeats"])
+            "`tools/bench_migrate.py`'s dense legacy code, 400 lines." % rows[0]["repeats"])
     table = _table(
         ["command", "median s", "spread s", "ratio to python -c pass",
          "ratio to import tensorflow", "exit status", "goal"],
@@ -116,7 +116,7 @@ def render(report, quick, plot_name):
     w = lambda s="": out.write(s + "\n")  # noqa: E731
     w("# Benchmarks")
     w()
-    w("Measured by `python scripts/bench.py%s` on %s." % (" --quick" if quick else "", m["date"]))
+    w("Measured by `python tools/bench.py%s` on %s." % (" --quick" if quick else "", m["date"]))
     if quick:
         w("**A --quick run: small sizes, few repetitions; the numbers only show "
           "that the benchmark runs.**")
@@ -196,9 +196,9 @@ def render(report, quick, plot_name):
     w("## 3. Frozen-graph patching")
     w()
     if report["frozen"] is None:
-        w("Not measured: scripts/bench_frozen.py is not in this tree yet.")
+        w("Not measured: tools/bench_frozen.py is not in this tree yet.")
     else:
-        w("`scripts/bench_frozen.py`, each size in a fresh process: a synthetic "
+        w("`tools/bench_frozen.py`, each size in a fresh process: a synthetic "
           "frozen binarized network (one node in five a Sign); graph_override's "
           "`frozen.load` + `frozen.patch([\"Sign=ste_sign\"])` + `frozen.save`, "
           "and `frozen.patch_file` (what `graph-override patch` runs: the same in "
@@ -216,9 +216,9 @@ def render(report, quick, plot_name):
     w("## 4. Source migration throughput")
     w()
     if report["migrate"] is None:
-        w("Not measured: scripts/bench_migrate.py is not in this tree yet.")
+        w("Not measured: tools/bench_migrate.py is not in this tree yet.")
     else:
-        w("`scripts/bench_migrate.py`: a generated tree of legacy files dense "
+        w("`tools/bench_migrate.py`: a generated tree of legacy files dense "
           "with override scopes and registrations (every block has a site to "
           "convert or report: the worst case), migrated in diff mode; and a tree "
           "of the same size without any (plain code, only parsed).")

@@ -1,4 +1,4 @@
-"""Section 1 of scripts/bench.py: a training step of a binarized MLP with
+"""Section 1 of tools/bench.py: a training step of a binarized MLP with
 ste_sign from each family, against the same network with tanh.
 
 Each variant is built once and warmed up; then, repetition by repetition in

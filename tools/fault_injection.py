@@ -18,9 +18,9 @@ resuming must work); two concurrent `patch` writers to one new output; full
 checkpoints (.index or .data truncated, empty, deleted); unreadable inputs
 (/dev/zero, a directory, an empty file).
 
-    python scripts/fault_injection.py            # every case, a few minutes
-    python scripts/fault_injection.py --quick    # a subset
-    python scripts/fault_injection.py -k train-damaged --list
+    python tools/fault_injection.py            # every case, a few minutes
+    python tools/fault_injection.py --quick    # a subset
+    python tools/fault_injection.py -k train-damaged --list
 
 Prints a table and `faults: N cases, L losses, T tracebacks, W wrong exit
 codes`; exits 1 if any of L, T, W is above 0.
@@ -158,8 +158,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  python scripts/fault_injection.py --quick\n"
-               "  python scripts/fault_injection.py -k patch -k migrate")
+        epilog="examples:\n  python tools/fault_injection.py --quick\n"
+               "  python tools/fault_injection.py -k patch -k migrate")
     parser.add_argument("--quick", action="store_true",
                         help="only the quick subset (one case per kind of fault)")
     parser.add_argument("-k", dest="patterns", action="append", default=[],

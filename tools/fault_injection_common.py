@@ -1,4 +1,4 @@
-"""What every fault case of scripts/fault_injection.py uses: running a command
+"""What every fault case of tools/fault_injection.py uses: running a command
 with limits and a kill trigger, snapshots and damage of files, the `Check`
 that counts losses, tracebacks and wrong exit codes, and the inputs built
 once per run (`Shared`)."""

@@ -1,4 +1,4 @@
-"""Input faults of scripts/fault_injection.py: unreadable inputs (/dev/zero,
+"""Input faults of tools/fault_injection.py: unreadable inputs (/dev/zero,
 a directory, an empty file, a binary module) to every command, and damaged
 checkpoints (.index or .data truncated, emptied, deleted). Each must exit
 with a clear message and change nothing."""

@@ -1,4 +1,4 @@
-"""kill -9 faults of scripts/fault_injection.py: `graph-override patch`,
+"""kill -9 faults of tools/fault_injection.py: `graph-override patch`,
 `graph-override migrate --write` and training with checkpoints killed at
 several points; what is left must be the input, a complete result or a
 temporary that the next run removes, and training must resume."""

@@ -1,4 +1,4 @@
-"""Output faults of scripts/fault_injection.py: full (RLIMIT_FSIZE) and
+"""Output faults of tools/fault_injection.py: full (RLIMIT_FSIZE) and
 read-only folders under patch, migrate and training, two concurrent patch
 writers to one new output, and an output that exists already. Inputs, a
 previous result and the last good checkpoint must survive, with no partial

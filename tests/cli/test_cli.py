@@ -18,7 +18,7 @@ import pytest
 import graph_override
 from graph_override import cli
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 _PROBE = textwrap.dedent("""
     import contextlib, io, json, sys

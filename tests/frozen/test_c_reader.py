@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-import test_frozen_io
-import test_frozen_pipeline
+import test_graphdef_io as test_frozen_io
+import test_patch_file as test_frozen_pipeline
 from graph_override import frozen
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef import checks, graph_index, wire
@@ -66,7 +66,7 @@ def _graphs():
 
 
 def _synthetic(nodes):
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, "scripts"))
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "tools"))
     try:
         import bench_frozen  # pylint: disable=import-outside-toplevel
     finally:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 import frozen_graphs
-import test_frozen_io
+import test_graphdef_io as test_frozen_io
 from graph_override import frozen
 from graph_override.errors import GraphDefError, GraphOverrideError
 from graph_override.frozen.graphdef import graph_index, wire

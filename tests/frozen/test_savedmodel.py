@@ -16,7 +16,7 @@ import frozen_tf2_models as models
 from graph_override import cli, frozen
 from graph_override.errors import ConversionError
 
-HERE = pathlib.Path(__file__).resolve().parent
+HERE = pathlib.Path(__file__).resolve().parent.parent  # the shared helpers
 
 CASES = {
     # name: (builder, rules, trainable, tf2 twin)

@@ -14,7 +14,7 @@ from graph_override.migrate import migration as _migration
 from graph_override.migrate import tables as _migrate_tables
 from graph_override.migrate import SourceError, migrate_source
 
-CASES = sorted(glob.glob(os.path.join(os.path.dirname(__file__),
+CASES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), os.pardir,
                                       "migration_cases", "*.py")))
 CASES = [c for c in CASES if not c.endswith("conftest.py")]
 
@@ -562,7 +562,7 @@ def test_any_mix_is_idempotent_and_keeps_unsafe_scopes(hypothesis_mix):
 
 def test_bench_script_runs():
     import importlib.util
-    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "bench_migrate.py")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "bench_migrate.py")
     spec = importlib.util.spec_from_file_location("bench_migrate", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)

@@ -23,7 +23,7 @@ import pytest
 from graph_override import testing
 from graph_override.migrate import migrate_paths
 
-CASES_DIR = os.path.join(os.path.dirname(__file__), "migration_cases")
+CASES_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "migration_cases")
 FILES = sorted(f[:-3] for f in os.listdir(CASES_DIR)
                if f.endswith(".py") and f != "conftest.py")
 

@@ -11,7 +11,7 @@ import pytest
 
 from graph_override import estimators
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

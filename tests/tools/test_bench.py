@@ -1,4 +1,4 @@
-"""scripts/bench.py: runs end to end with --quick and writes its tables and
+"""tools/bench.py: runs end to end with --quick and writes its tables and
 plot; what it times computes the right thing. No timed assertion here."""
 
 import os
@@ -13,13 +13,13 @@ import tensorflow as tf
 
 from graph_override import testing, tf2
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "bench.py"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tools" / "bench.py"
 
 
 @pytest.fixture(scope="module")
-def bench(load_script):
-    return load_script("bench")
+def bench(load_tool):
+    return load_tool("bench")
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_frozen_table_names_every_figure_and_keeps_errors(sections):
     assert lines[2].startswith("| 10,000 | 0.8 | 0.010 | 0.035 | **3.50** | 2.90 | 0.020 "
                                "| **2.00** | 1.70 | 3.10 | 2.25 | - |")
     assert lines[2].endswith("| 2,000 | 700 | 650 | 4.2 |")
-    failed = bench._frozen_table([{"error": "scripts/bench_frozen.py failed: boom"}])  # pylint: disable=protected-access
+    failed = bench._frozen_table([{"error": "tools/bench_frozen.py failed: boom"}])  # pylint: disable=protected-access
     assert "failed: boom" in failed
 
 
@@ -197,5 +197,5 @@ def test_cli_section_shows_both_ratios_and_the_goals(sections):
 
 
 def test_benchmark_modules_stay_small():
-    for path in sorted((ROOT / "scripts").glob("bench*.py")):
+    for path in sorted((ROOT / "tools").glob("bench*.py")):
         assert len(path.read_text().splitlines()) < 400, path.name

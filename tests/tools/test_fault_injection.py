@@ -1,4 +1,4 @@
-"""Tests of scripts/fault_injection.py: its checks count what they should,
+"""Tests of tools/fault_injection.py: its checks count what they should,
 and a quick subset of the faults runs against the real training script."""
 
 import os
@@ -9,8 +9,8 @@ import pytest
 
 
 @pytest.fixture(scope="module")
-def faults(load_script):
-    return load_script("fault_injection")
+def faults(load_tool):
+    return load_tool("fault_injection")
 
 
 def _run(returncode=0, stdout="", stderr="", killed=False, timed_out=False, faults=None):
@@ -135,8 +135,8 @@ def test_summary_table_and_selection(faults):
 @pytest.mark.slow
 def test_quick_training_faults_lose_nothing_and_exit_clearly(tmp_path):
     # The script end to end, on faults of the training script.
-    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                          "scripts", "fault_injection.py")
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "tools", "fault_injection.py")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, script, "-k", "train-damaged-data-truncated",

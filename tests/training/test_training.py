@@ -431,8 +431,8 @@ def test_folder_that_cannot_be_created_fails_before_training(tmp_path, which):
     assert isinstance(e.value, OSError) and e.value.filename == folder
 
 
-def test_read_only_checkpoint_dir_fails_before_training(tmp_path, load_script):
-    faults = load_script("fault_injection")
+def test_read_only_checkpoint_dir_fails_before_training(tmp_path, load_tool):
+    faults = load_tool("fault_injection")
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     with faults.read_only(str(ckpt)) as how:

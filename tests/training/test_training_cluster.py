@@ -18,7 +18,7 @@ import pytest
 from graph_override.training import cluster
 from graph_override.training.errors import ClusterSpecError, ClusterUnreachableError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_BNN = os.path.join(ROOT, "scripts", "train_bnn.py")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
 

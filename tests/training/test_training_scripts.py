@@ -14,7 +14,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(ROOT, "scripts")
 
 
@@ -242,10 +242,10 @@ def test_full_disk_under_the_logdir_exits_2_before_training(tmp_path):
 
 
 def test_read_only_checkpoint_dir_exits_2_before_training(scripts, capsys, tmp_path,
-                                                          load_script, one_epoch):
+                                                          load_tool, one_epoch):
     ckpt = _copy(one_epoch, str(tmp_path / "ckpt"))
     before = _files(ckpt)
-    with load_script("fault_injection").read_only(ckpt) as how:
+    with load_tool("fault_injection").read_only(ckpt) as how:
         if how is None:
             pytest.skip("no way to make a folder read-only here (not root, no chattr)")
         code, out, err = _run(scripts, "train_bnn", ["--epochs", "2", "--hidden", "16",
