@@ -1,7 +1,7 @@
 """Packaging of graph_override: `pip install -e .[test]`.
 
 Extras: `test` (the suite), `scripts` (matplotlib for the plots of
-scripts/plot_estimators.py and scripts/bench.py; the training scripts need
+scripts/plot_estimators.py and tools/bench.py; the training scripts need
 nothing beyond the package itself), `docs` (the MkDocs site in docs/).
 """
 
@@ -50,7 +50,7 @@ setup(
             # The estimator plot and the benchmark figures.
             "matplotlib>=3.5",
         ],
-        # scripts/plot_estimators.py and the figure of scripts/bench.py.
+        # scripts/plot_estimators.py and the figure of tools/bench.py.
         "scripts": ["matplotlib>=3.5"],
         # The documentation site: `mkdocs build --strict` (mkdocs.yml; the
         # API reference reads the modules with mkdocstrings-python 2's

@@ -1,7 +1,7 @@
 """Docstrings of the estimator functions, written once for the three families.
 
 Each family module sets ``fn.__doc__ = docstring(name, family)``. The
-examples are executed by tests/test_docs.py, in the mode the family needs.
+examples are executed by tests/docs/test_docs.py, in the mode the family needs.
 """
 
 __all__ = ["docstring"]

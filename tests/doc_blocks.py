@@ -1,6 +1,6 @@
 """Runs the code blocks of a Markdown page and compares what they print.
 
-The README and every guide in docs/ are checked by tests/test_doc_pages.py
+The README and every guide in docs/ are checked by tests/docs/test_doc_pages.py
 with this module. The rules a page follows, block by block, in order:
 
 * ```` ```pycon ````: a doctest session (``>>>`` lines and their output),

@@ -2,7 +2,7 @@
 
     python tests/frozen_plain_check.py SPEC.json OUT.npz
 
-Run in a fresh process by tests/test_frozen_savedmodel.py: it never imports
+Run in a fresh process by tests/frozen/test_savedmodel.py: it never imports
 graph_override (and records that it did not). For each case of SPEC it
 loads the SavedModel, calls its serving signature under a GradientTape and
 stores the outputs and the gradients of sum(outputs * cotangents) into the

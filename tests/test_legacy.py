@@ -1,6 +1,5 @@
 """graph_override.legacy.op_with_gradient: legacy gradient functions in TF2."""
 
-import doctest
 import inspect
 
 import keras
@@ -9,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import graph_override as go
-from graph_override import _tracing, legacy, overrides, testing, tf2
+from graph_override import _tracing, overrides, testing, tf2
 from graph_override.errors import GradientContractError, UnknownGradientError
 from graph_override.tf2 import op_with_gradient
 
@@ -25,11 +24,6 @@ def sign_ste_grad(op, grad):
     """Written for tf.RegisterGradient: the BNN straight-through sign."""
     x = op.inputs[0]
     return grad * tf.cast(tf.abs(x) <= 1.0, grad.dtype)
-
-
-def test_docstring_examples_run():
-    result = doctest.testmod(legacy, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_handwritten_ste_matches_numpy_and_tf2(rng):

@@ -9,7 +9,7 @@ import doc_blocks
 
 ROOT = doc_blocks.ROOT
 # README.md and every page of the site (docs/benchmarks.md, written by
-# scripts/bench.py, holds no code blocks).
+# tools/bench.py, holds no code blocks).
 PAGES = ["README.md"] + sorted(
     p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")
     if p.parent.name != "api")

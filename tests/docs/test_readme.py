@@ -59,7 +59,7 @@ def test_demo_runs_and_succeeds():
 
 
 def test_readme_is_short_and_its_blocks_follow_the_page_rules():
-    """README's blocks are run by tests/test_doc_pages.py; here: it is in its
+    """README's blocks are run by tests/docs/test_doc_pages.py; here: it is in its
     list, short enough to read in minutes, and the Quickstart is shown, not run."""
     import doc_blocks  # pylint: disable=import-outside-toplevel
     import test_doc_pages  # pylint: disable=import-outside-toplevel

@@ -67,7 +67,7 @@ def test_v1_cond_differentiates_after_import_and_is_not_reported():
 
 def test_the_meta_graph_differentiates_the_loop():
     """Part of the advice given: the MetaGraph keeps the loop's context.
-    (Re-exporting with control flow v2: tests/test_frozen_functions.py.)"""
+    (Re-exporting with control flow v2: tests/frozen/test_function_library.py.)"""
     with tf.Graph().as_default() as g, fg.control_flow_v1():
         x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
         tf.identity(fg._loop(x), name="y")  # pylint: disable=protected-access

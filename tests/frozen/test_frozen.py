@@ -5,7 +5,6 @@ the tf2 family on inputs holding exact zeros, clip boundaries and infinities.
 The fresh-process checks on real frozen models are in test_frozen_models.py.
 """
 
-import doctest
 import warnings
 
 import numpy as np
@@ -13,10 +12,6 @@ import pytest
 import tensorflow as tf
 
 from graph_override import estimators, frozen, scope, testing, tf2
-from graph_override.frozen.graphdef import io as _graphdef_io
-from graph_override.frozen.inspection import inspector as _graphdef_inspect
-from graph_override.frozen.patching import engine as _graphdef_patch
-from graph_override.frozen.patching import rules as _graphdef_rules
 from graph_override.errors import (EagerModeError, GraphDefError, NoMatchError,
                                    UnknownGradientError, UnknownOpTypeError)
 
@@ -406,13 +401,6 @@ def test_non_graphdef_arguments():
 
 def test_estimator_table_covers_every_estimator():
     assert set(CASES) == set(estimators.ESTIMATORS)
-
-
-@pytest.mark.parametrize("module", [frozen, _graphdef_io, _graphdef_inspect,
-                                    _graphdef_patch, _graphdef_rules])
-def test_docstring_examples(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_fast_and_message_paths_agree_and_keep_other_fields():

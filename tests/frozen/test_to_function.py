@@ -221,21 +221,6 @@ def test_mobilenet_v2(mobilenet):
     _check(fn, graph_def, inputs, outputs, [x], "function", atol=1e-9)
 
 
-@pytest.mark.parametrize("module_name", ["graph_override.frozen.tf2.function",
-                                         "graph_override.frozen.tf2.layer"])
-def test_docstring_examples(module_name):
-    import doctest  # pylint: disable=import-outside-toplevel
-    import importlib  # pylint: disable=import-outside-toplevel
-    module = importlib.import_module(module_name)
-    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE
-                                   | doctest.ELLIPSIS)
-    tests = [t for t in doctest.DocTestFinder(exclude_empty=True).find(module) if t.examples]
-    for test in tests:
-        runner.run(test)
-    result = runner.summarize(verbose=False)
-    assert result.failed == 0 and result.attempted > 0
-
-
 def test_only_weights_the_outputs_depend_on_are_trainable():
     with tf.Graph().as_default() as g:
         x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")

@@ -606,16 +606,6 @@ def test_dann_beats_source_only_on_the_target_over_three_seeds():
 
 # ---------------------------------------------------------------- docstrings
 
-@pytest.mark.parametrize("module", ["data", "models", "loop", "cluster", "recipes",
-                                    "storage"])
-def test_docstring_examples_run(module):
-    import doctest  # pylint: disable=import-outside-toplevel
-    import importlib  # pylint: disable=import-outside-toplevel
-    mod = importlib.import_module("graph_override.training." + module)
-    result = doctest.testmod(mod, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0, module
-
-
 def test_progress_bar_goes_to_stderr(capsys):
     recipes.train_bnn("overrides", hidden=(8,), epochs=1, progress=True, log=print)
     out, err = capsys.readouterr()

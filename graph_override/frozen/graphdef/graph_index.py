@@ -7,7 +7,7 @@ the bytes (`ScanIndex`: names and inputs are sliced out only when read)
 and every input resolved to its node. Otherwise, and for bytes the C
 reader leaves alone, protobuf parses them as `wire`'s merged schema and
 numpy counts the inputs (`Index`). Either way one more protobuf parse finds
-unknown fields at any depth. tests/test_frozen_scan.py compares the two.
+unknown fields at any depth. tests/frozen/test_c_reader.py compares the two.
 """
 
 import collections.abc

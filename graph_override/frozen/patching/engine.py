@@ -5,8 +5,7 @@ import functools
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from graph_override import (_compat, estimators,
-                            registry)
+from graph_override import _compat, estimators, registry
 from graph_override.frozen.graphdef.views import (GRADIENT_ATTR, View, gradient_attr,
                                                   node_list, nodes_by_gradient)
 from graph_override.frozen.inspection.inspector import v1_loops

@@ -29,7 +29,7 @@ with `make_portable` and differentiating with plain TensorFlow, is what
 `FrozenFunction.save` does (a SavedModel must differentiate in a process
 without graph_override), but it adds about ten nodes per rewritten node and
 has no form for clip_gradient, so the live function keeps the registered
-names. ``scripts/bench_convert.py`` measures both against the Session: for a
+names. ``tools/bench_convert.py`` measures both against the Session: for a
 binarized MLP [256, 1024, 1024, 10] at batch 256 on 2 CPU cores, one
 tf.function fine-tuning step took 0.73x the Session's time (registered names)
 and 0.62x (stop_gradient form), with run-to-run noise of about 20% on a
