@@ -3,6 +3,7 @@
 Modules:
   data: scikit-learn's bundled digits, splits and a shifted target domain.
   models: BNN, DANN and DoReFa graph builders taking a family.
+  config: TrainConfig, the settings of one run (epochs, checkpoints, logs).
   loop: the Session loop (Saver checkpoints and resume, summaries, tqdm).
   cluster: cluster specs, between-graph replication, loopback clusters.
   recipes: train_bnn, train_dann, train_dorefa (used by scripts/).
@@ -10,7 +11,7 @@ Modules:
 
 import importlib
 
-__all__ = ["cluster", "data", "errors", "loop", "models", "recipes"]
+__all__ = ["cluster", "config", "data", "errors", "loop", "models", "recipes"]
 
 
 def __getattr__(name):

@@ -19,10 +19,11 @@ import tensorflow as tf
 
 from graph_override.training import cluster as cluster_lib
 from graph_override.training import storage
+from graph_override.training.config import TrainConfig
 from graph_override.training.errors import TrainingOutputError
 from graph_override.training.storage import check_checkpoint
 
-__all__ = ["TrainResult", "check_checkpoint", "session_config", "train"]
+__all__ = ["TrainConfig", "TrainResult", "check_checkpoint", "session_config", "train"]
 
 _LOST_CLUSTER = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
                  tf.errors.AbortedError)
@@ -92,11 +93,7 @@ def _restore_or_init(sess_manager, master, saver, path, is_chief, config, wait_s
         checkpoint_filename_with_path=path, config=config)
 
 
-def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
-          checkpoint_dir=None, checkpoint_every=None, checkpoint_secs=30.0,
-          cluster=None,
-          progress=False, deterministic=True, operation_timeout_ms=None,
-          on_step=None, log=None, log_every=1):
+def train(build, train_feeds, eval_sets, config=None, **settings):
     """Trains a model in a Session; resumes from `checkpoint_dir` if it can.
 
     Example:
@@ -108,42 +105,27 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
       ...                             for i in data.batches(1347, 64, 0, epoch)],
       ...           lambda m: {"test": {m.inputs["x"]: split.x_test,
       ...                               m.inputs["y"]: split.y_test}},
-      ...           epochs=1)
+      ...           TrainConfig(epochs=1))
       >>> r.global_step, len(r.losses), sorted(r.evaluations[-1][2])
       (21, 21, ['test'])
 
     Args:
       build: ``build() -> models.Model``, called in a fresh default graph
-        (under the cluster's device setter when `cluster` is given).
+        (under the cluster's device setter when the config has a cluster).
       train_feeds: ``train_feeds(model, epoch) -> [feed_dict, ...]``, the
         minibatches of one epoch, the same for the same epoch.
       eval_sets: ``eval_sets(model) -> {name: feed_dict}`` evaluated (accuracy)
         after every epoch and at the end.
-      epochs: number of epochs (the run stops at epochs * batches per epoch
-        global steps, counting steps restored from a checkpoint).
-      seed: graph-level seed (the models seed their initializers themselves).
-      logdir: TensorBoard directory for tf.compat.v1.summary scalars, or None.
-      checkpoint_dir: directory of Saver checkpoints: restored from at the
-        start if it holds one, written to during the run. None: no saving.
-      checkpoint_every: also save every this many steps.
-      checkpoint_secs: save at the end of an epoch when this many seconds
-        have passed since the last save (0: every epoch).
-      cluster: a `cluster.ClusterTask` of a worker, or None for a local run.
-      progress: show a tqdm progress bar on stderr.
-      deterministic: single-threaded Session (same losses on every run).
-      operation_timeout_ms: Session operation timeout (cluster runs use the
-        task's timeout when this is None).
-      on_step: ``on_step(global_step, loss)`` after every step; raising
-        KeyboardInterrupt there interrupts the run (a checkpoint is saved).
-      log: ``log(message)`` for epoch, resume and checkpoint messages, or
-        None.
-      log_every: log the evaluation of every this many epochs (and of the
-        last one); the evaluations are all in the result.
+      config: a `TrainConfig` (epochs, checkpoints, logs, cluster, ...).
+      **settings: `TrainConfig` fields, given instead of `config` or
+        replacing its values (``train(..., epochs=3)``).
 
     Returns:
       A `TrainResult`.
 
     Raises:
+      TypeError, ValueError: a setting that is not a `TrainConfig` field, or
+        a value out of its range.
       CheckpointMismatchError: checkpoint_dir holds another model.
       CheckpointDamagedError: its latest checkpoint cannot be read (a
         truncated, empty or missing .index or .data file).
@@ -156,181 +138,209 @@ def train(build, train_feeds, eval_sets, *, epochs, seed=0, logdir=None,
         block while the task is down, so keep a reference or end the process
         (the scripts exit with os._exit).
     """
-    if epochs < 0:
-        raise ValueError("train(epochs=%r): use 0 or more epochs" % (epochs,))
-    if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
-        raise ValueError("train(log_every=%r): use a whole number of epochs >= 1"
-                         % (log_every,))
-    log = log or (lambda message: None)
-    graph = tf.Graph()
-    master, device_fn, is_chief, filters = "", None, True, ()
+    config = TrainConfig.of(config, **settings)
+    cluster = config.cluster
     if cluster is None or cluster.is_chief:  # the chief writes; fail before training
-        for folder, what in ((checkpoint_dir, "checkpoint directory"),
-                             (logdir, "log directory")):
+        for folder, what in ((config.checkpoint_dir, "checkpoint directory"),
+                             (config.logdir, "log directory")):
             if folder:
                 storage.check_writable(folder, what)
+    master, device_fn, is_chief, filters = "", None, True, ()
+    timeout_ms = config.operation_timeout_ms
     if cluster is not None:
         server = cluster_lib.start_worker(cluster)
         master, device_fn = server.target, cluster_lib.device_setter(cluster)
         is_chief, filters = cluster.is_chief, cluster.device_filters()
-        operation_timeout_ms = operation_timeout_ms or cluster.timeout_ms
-    config = session_config(deterministic and cluster is None,
-                            operation_timeout_ms, filters)
+        timeout_ms = timeout_ms or cluster.timeout_ms
+    session = session_config(config.deterministic and cluster is None, timeout_ms, filters)
+    graph = tf.Graph()
     with graph.as_default():
-        tf.compat.v1.set_random_seed(seed)
+        tf.compat.v1.set_random_seed(config.seed)
         with tf.compat.v1.device(device_fn):
             model = build()
         # Relative names in the state file: a moved or copied checkpoint
         # directory resumes from its own files, not from the original's.
         saver = tf.compat.v1.train.Saver(max_to_keep=3, save_relative_paths=True)
-        path = (storage.latest_checkpoint(checkpoint_dir)
-                if checkpoint_dir and is_chief else None)
+        path = (storage.latest_checkpoint(config.checkpoint_dir)
+                if config.checkpoint_dir and is_chief else None)
         if path:  # before TensorFlow's own, obscure, restore errors
-            check_checkpoint(path, tf.compat.v1.global_variables(), checkpoint_dir)
+            check_checkpoint(path, tf.compat.v1.global_variables(), config.checkpoint_dir)
         sess_manager = tf.compat.v1.train.SessionManager(
             ready_op=tf.compat.v1.report_uninitialized_variables(), graph=graph,
             recovery_wait_secs=0.5)
-        summary_op = tf.compat.v1.summary.merge([
-            tf.compat.v1.summary.scalar("train/loss", model.loss),
-            tf.compat.v1.summary.scalar("train/batch_accuracy", model.accuracy)])
-        steps_per_epoch = len(train_feeds(model, 0))
-        total = epochs * steps_per_epoch
-        wait = cluster.timeout if cluster is not None else 0
-        sess = _restore_or_init(sess_manager, master, saver, path, is_chief,
-                                config, wait)
-        writer = None
+        epochs = _Epochs(model, saver, train_feeds, eval_sets, config,
+                         checkpoint_dir=config.checkpoint_dir if is_chief else None,
+                         run_timeout_ms=timeout_ms)
+        sess = _restore_or_init(sess_manager, master, saver, path, is_chief, session,
+                                cluster.timeout if cluster is not None else 0)
         try:
-            writer = (storage.SummaryWriter(logdir, graph)
-                      if logdir and is_chief else None)
-            start = int(sess.run(model.global_step))
-            if path:
-                log("resumed from %s at step %d" % (path, start))
-            result = _run_epochs(sess, model, saver, writer, summary_op, train_feeds,
-                                 eval_sets, steps_per_epoch, total, start,
-                                 dict(checkpoint_dir=checkpoint_dir if is_chief else None,
-                                      checkpoint_every=checkpoint_every,
-                                      checkpoint_secs=checkpoint_secs,
-                                      restored=start if path else None,
-                                      progress=progress, on_step=on_step, log=log,
-                                      log_every=log_every,
-                                      run_timeout_ms=operation_timeout_ms))
-            if writer is not None:
-                writer.close()
+            return _run(epochs, sess, graph, path, is_chief)
         except _LOST_CLUSTER as e:
             if cluster is None:
                 raise
-            lost = cluster_lib.ClusterUnreachableError(
-                "worker %d lost the cluster during training (%s: %s). Check that "
-                "every ps task in the cluster spec is running, then rerun; with "
-                "--checkpoint-dir the chief resumes from its last checkpoint."
-                % (cluster.task_index, type(e).__name__,
-                   " ".join(str(e.message).split())[:300]))
             # Closing a distributed Session whose parameter servers are gone
             # blocks forever (also from __del__), so the session travels with
             # the error: keep it referenced, or end the process.
+            lost = _lost_cluster(cluster, e)
             lost.session, sess = sess, None
             raise lost from None
         finally:  # also on Ctrl-C: release the session
             if sess is not None:
                 sess.close()
-            if writer is not None:
-                try:
-                    writer.close()  # a no-op after a successful run
-                except TrainingOutputError:
-                    pass  # another error is on its way already
-    return result
 
 
-def _run_epochs(sess, model, saver, writer, summary_op, train_feeds, eval_sets,
-                steps_per_epoch, total, start, opts):
-    losses, evaluations, probes, last_ckpt = [], [], {}, [None]
-    bar = _progress(total, min(start, total), opts["progress"])
-    with tf.control_dependencies([model.train_op]):
-        step_after = tf.identity(model.global_step)  # read after the update
-    fetch = {"loss": model.loss, "step": step_after}
-    checkpoint_dir, log, on_step = opts["checkpoint_dir"], opts["log"], opts["on_step"]
-    checkpoint_every = opts["checkpoint_every"]
-    # A per-step deadline: the Session-wide operation timeout does not cover
-    # a remote task that died mid-run.
-    run_options = tf.compat.v1.RunOptions(timeout_in_ms=opts["run_timeout_ms"] or 0)
-    # The restored checkpoint is the save of its step: never written again.
-    saved = {"step": opts["restored"], "time": time.time()}
-
-    def save(step):
-        if checkpoint_dir and saved["step"] != step:
-            saved.update(step=step, time=time.time())
-            last_ckpt[0] = storage.save_checkpoint(saver, sess, checkpoint_dir,
-                                                   model.name, step)
-            say("checkpoint saved at step %d: %s" % (step, last_ckpt[0]))
-
-    def say(message):
-        if bar is not None:
-            bar.clear()
-        log(message)
-        if bar is not None:
-            bar.refresh()
-
-    def evaluate(epoch, step):
-        accs = {name: float(sess.run(model.accuracy, feed, options=run_options))
-                for name, feed in eval_sets(model).items()}
-        evaluations.append((epoch, step, accs))
-        if epoch % opts["log_every"] == 0 or step >= total:
-            say("epoch %d, step %d: loss %s, %s" % (
-                epoch, step, "%.4f" % losses[-1][1] if losses else "-",
-                ", ".join("%s accuracy %.4f" % kv for kv in sorted(accs.items()))))
-        if writer is not None:
-            writer.add_summary(_scalar_summary(
-                {"eval/%s_accuracy" % k: v for k, v in accs.items()}), step)
-            writer.flush()
-        return accs
-
-    began, step = time.time(), start
+def _run(epochs, sess, graph, path, is_chief):
+    config = epochs.config
+    writer = None
     try:
-        while step < total:
-            epoch = step // steps_per_epoch
-            feeds = train_feeds(model, epoch)
-            for feed in feeds[step % steps_per_epoch:]:
-                feed = dict(feed)
-                feed[model.training] = True
-                run = dict(fetch)
-                if writer is not None and step % 10 == 0:
-                    run["summary"] = summary_op
-                if step + 1 >= total:
-                    # Only the last step's probes are kept, and they may cost
-                    # a backward pass of their own (DANN): fetched only here.
-                    run["probes"] = model.probes
-                out = sess.run(run, feed, options=run_options)
-                step, last_feed = int(out["step"]), feed
-                probes = out.get("probes", probes)
-                losses.append((step, float(out["loss"])))
-                if "summary" in out:
-                    writer.add_summary(out["summary"], step)
-                if bar is not None:
-                    bar.update(step - bar.n)
-                    bar.set_postfix(epoch=epoch + 1, loss="%.4f" % out["loss"], refresh=False)
-                if on_step is not None:
-                    on_step(step, float(out["loss"]))
-                if checkpoint_every and step % checkpoint_every == 0:
-                    save(step)
-                if step >= total:
-                    break
-            if step % steps_per_epoch == 0 or step >= total:
-                accs = evaluate(step // steps_per_epoch, step)  # global epochs
-                if bar is not None:
-                    bar.set_postfix(epoch=epoch + 1, **{k: "%.3f" % v for k, v in accs.items()})
-                if (step >= total
-                        or time.time() - saved["time"] >= opts["checkpoint_secs"]):
-                    save(step)
-    except KeyboardInterrupt:
-        save(step)
-        raise
+        writer = (storage.SummaryWriter(config.logdir, graph)
+                  if config.logdir and is_chief else None)
+        start = int(sess.run(epochs.model.global_step))
+        if path:
+            (config.log or _quiet)("resumed from %s at step %d" % (path, start))
+        result = epochs.run(sess, writer, start, restored=start if path else None)
+        if writer is not None:
+            writer.close()
+        return result
     finally:
-        if bar is not None:
-            bar.close()
-    if losses and not probes:  # other workers took the global step past the end
-        probes = sess.run(model.probes, last_feed, options=run_options)
-    if not evaluations:  # nothing left to train: report the restored model
-        evaluate(step // max(steps_per_epoch, 1), step)
-    return TrainResult(losses, evaluations, start, step,
-                       {k: float(v) for k, v in probes.items()}, last_ckpt[0],
-                       time.time() - began)
+        if writer is not None:
+            try:
+                writer.close()  # a no-op after a successful run
+            except TrainingOutputError:
+                pass  # another error is on its way already
+
+
+def _lost_cluster(cluster, e):
+    return cluster_lib.ClusterUnreachableError(
+        "worker %d lost the cluster during training (%s: %s). Check that "
+        "every ps task in the cluster spec is running, then rerun; with "
+        "--checkpoint-dir the chief resumes from its last checkpoint."
+        % (cluster.task_index, type(e).__name__,
+           " ".join(str(e.message).split())[:300]))
+
+
+def _quiet(message):
+    del message
+
+
+class _Epochs:
+    """The epochs of one run: steps, evaluations, checkpoints, logs."""
+
+    def __init__(self, model, saver, train_feeds, eval_sets, config, *,
+                 checkpoint_dir, run_timeout_ms):
+        self.model, self.saver, self.config = model, saver, config
+        self.train_feeds, self.eval_sets = train_feeds, eval_sets
+        self.checkpoint_dir = checkpoint_dir  # None on workers other than the chief
+        self.log = config.log or _quiet
+        self.steps_per_epoch = len(train_feeds(model, 0))
+        self.total = config.epochs * self.steps_per_epoch
+        self.summary_op = tf.compat.v1.summary.merge([
+            tf.compat.v1.summary.scalar("train/loss", model.loss),
+            tf.compat.v1.summary.scalar("train/batch_accuracy", model.accuracy)])
+        with tf.control_dependencies([model.train_op]):
+            step_after = tf.identity(model.global_step)  # read after the update
+        self.fetch = {"loss": model.loss, "step": step_after}
+        # A per-step deadline: the Session-wide operation timeout does not
+        # cover a remote task that died mid-run.
+        self.run_options = tf.compat.v1.RunOptions(timeout_in_ms=run_timeout_ms or 0)
+        self.sess = self.writer = self.bar = None
+        self.losses, self.evaluations, self.probes = [], [], {}
+        self.checkpoint = self.saved_step = None
+        self.step = 0  # the global step after the last update run
+        self.saved_time = 0.0
+
+    def run(self, sess, writer, start, restored):
+        """Trains from global step `start` to the end; returns a TrainResult."""
+        self.sess, self.writer = sess, writer
+        # The restored checkpoint is the save of its step: never written again.
+        self.saved_step, self.saved_time = restored, time.time()
+        self.bar = _progress(self.total, min(start, self.total), self.config.progress)
+        began, step, last_feed = time.time(), start, None
+        self.step = start
+        try:
+            while step < self.total:
+                step, last_feed = self._epoch(step, last_feed)
+        except KeyboardInterrupt:
+            self._save(self.step)  # the last step run, also from inside on_step
+            raise
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        if self.losses and not self.probes:  # other workers took the step past the end
+            self.probes = sess.run(self.model.probes, last_feed, options=self.run_options)
+        if not self.evaluations:  # nothing left to train: report the restored model
+            self._evaluate(step // max(self.steps_per_epoch, 1), step)
+        return TrainResult(self.losses, self.evaluations, start, step,
+                           {k: float(v) for k, v in self.probes.items()},
+                           self.checkpoint, time.time() - began)
+
+    def _epoch(self, step, last_feed):
+        epoch = step // self.steps_per_epoch
+        for feed in self.train_feeds(self.model, epoch)[step % self.steps_per_epoch:]:
+            step, last_feed = self._step(feed, step, epoch), feed
+            if step >= self.total:
+                break
+        if step % self.steps_per_epoch == 0 or step >= self.total:
+            accs = self._evaluate(step // self.steps_per_epoch, step)  # global epochs
+            if self.bar is not None:
+                self.bar.set_postfix(epoch=epoch + 1,
+                                     **{k: "%.3f" % v for k, v in accs.items()})
+            if (step >= self.total
+                    or time.time() - self.saved_time >= self.config.checkpoint_secs):
+                self._save(step)
+        return step, last_feed
+
+    def _step(self, feed, step, epoch):
+        feed = dict(feed)
+        feed[self.model.training] = True
+        run = dict(self.fetch)
+        if self.writer is not None and step % 10 == 0:
+            run["summary"] = self.summary_op
+        if step + 1 >= self.total:
+            # Only the last step's probes are kept, and they may cost a
+            # backward pass of their own (DANN): fetched only here.
+            run["probes"] = self.model.probes
+        out = self.sess.run(run, feed, options=self.run_options)
+        step, loss = int(out["step"]), float(out["loss"])
+        self.step = step
+        self.probes = out.get("probes", self.probes)
+        self.losses.append((step, loss))
+        if "summary" in out:
+            self.writer.add_summary(out["summary"], step)
+        if self.bar is not None:
+            self.bar.update(step - self.bar.n)
+            self.bar.set_postfix(epoch=epoch + 1, loss="%.4f" % out["loss"], refresh=False)
+        if self.config.on_step is not None:
+            self.config.on_step(step, loss)
+        if self.config.checkpoint_every and step % self.config.checkpoint_every == 0:
+            self._save(step)
+        return step
+
+    def _save(self, step):
+        if self.checkpoint_dir and self.saved_step != step:
+            self.saved_step, self.saved_time = step, time.time()
+            self.checkpoint = storage.save_checkpoint(
+                self.saver, self.sess, self.checkpoint_dir, self.model.name, step)
+            self._say("checkpoint saved at step %d: %s" % (step, self.checkpoint))
+
+    def _say(self, message):
+        if self.bar is not None:
+            self.bar.clear()
+        self.log(message)
+        if self.bar is not None:
+            self.bar.refresh()
+
+    def _evaluate(self, epoch, step):
+        accs = {name: float(self.sess.run(self.model.accuracy, feed,
+                                          options=self.run_options))
+                for name, feed in self.eval_sets(self.model).items()}
+        self.evaluations.append((epoch, step, accs))
+        if epoch % self.config.log_every == 0 or step >= self.total:
+            self._say("epoch %d, step %d: loss %s, %s" % (
+                epoch, step, "%.4f" % self.losses[-1][1] if self.losses else "-",
+                ", ".join("%s accuracy %.4f" % kv for kv in sorted(accs.items()))))
+        if self.writer is not None:
+            self.writer.add_summary(_scalar_summary(
+                {"eval/%s_accuracy" % k: v for k, v in accs.items()}), step)
+            self.writer.flush()
+        return accs

@@ -612,3 +612,47 @@ def test_progress_bar_goes_to_stderr(capsys):
     assert "21/21" in err and "step" in err  # tqdm's final count, on stderr
     assert out.startswith("epoch 1, step 21: loss ")  # messages stay on stdout
     assert "21/21" not in out
+
+
+# --- TrainConfig: the settings of a run, one object ------------------------------
+
+def test_train_config_and_keyword_settings_give_the_same_run():
+    split = data.digits_splits()
+    feeds = recipes._classifier_feeds(  # pylint: disable=protected-access
+        split.x_train, split.y_train, 64, 0)
+    evals = lambda m: {"test": {m.inputs["x"]: split.x_test, m.inputs["y"]: split.y_test}}
+    build = lambda: models.build_bnn("overrides", hidden=(8,))
+    by_config = loop.train(build, feeds, evals, loop.TrainConfig(epochs=1, seed=3))
+    by_keywords = loop.train(build, feeds, evals, epochs=1, seed=3)
+    replaced = loop.train(build, feeds, evals, loop.TrainConfig(epochs=5, seed=3), epochs=1)
+    assert by_config.losses == by_keywords.losses == replaced.losses
+    assert by_config.global_step == replaced.global_step == 21
+
+
+@pytest.mark.parametrize("settings, error, match", [
+    (dict(epochs=1, chekpoint_dir="x"), TypeError,
+     r"unknown setting 'chekpoint_dir' \(did you mean 'checkpoint_dir'\?\)"),
+    (dict(seed=0), TypeError, "give the number of epochs"),
+    (dict(epochs=1.5), ValueError, r"TrainConfig\(epochs=1.5\)"),
+    (dict(epochs=True), ValueError, r"TrainConfig\(epochs=True\)"),
+    (dict(epochs=1, checkpoint_every=0), ValueError, "checkpoint_every=0"),
+    (dict(epochs=1, checkpoint_secs=-1.0), ValueError, "checkpoint_secs=-1.0"),
+    (dict(epochs=1, checkpoint_secs=float("nan")), ValueError, "checkpoint_secs=nan"),
+    (dict(epochs=1, on_step=3), TypeError, "on_step=3"),
+])
+def test_bad_train_settings_fail_before_any_graph_is_built(settings, error, match):
+    built = []
+    with pytest.raises(error, match=match):
+        loop.train(lambda: built.append(1), lambda m, e: [], lambda m: {}, **settings)
+    assert not built
+
+
+def test_train_config_rejects_what_is_not_a_config():
+    with pytest.raises(TypeError, match="use a TrainConfig or None"):
+        loop.train(lambda: None, lambda m, e: [], lambda m: {}, {"epochs": 1})
+
+
+def test_train_config_boundaries_are_accepted():
+    c = loop.TrainConfig(epochs=0, checkpoint_every=1, checkpoint_secs=0, log_every=1)
+    assert (c.epochs, c.checkpoint_every, c.checkpoint_secs) == (0, 1, 0)
+    assert c.replace(log_every=2).log_every == 2 and c.log_every == 1
