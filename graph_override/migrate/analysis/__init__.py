@@ -28,6 +28,7 @@ import libcst as cst
 
 from graph_override.migrate.analysis.base import AnalyzerBase
 from graph_override.migrate.analysis.body import BodyMixin
+from graph_override.migrate.analysis.boundary import BoundaryMixin
 from graph_override.migrate.analysis.common import (HELPER, HELPER_MODULE, Plan,
                                                     bound_name, code)
 from graph_override.migrate.analysis.dead_code import DeadCodeMixin
@@ -40,8 +41,8 @@ __all__ = ["HELPER", "HELPER_MODULE", "Plan", "Wrapper", "analyze", "bound_name"
            "code", "find_wrappers"]
 
 
-class _Analyzer(ScopesMixin, BodyMixin, RegistrationsMixin, WrappersMixin,
-                DeadCodeMixin, AnalyzerBase):
+class _Analyzer(ScopesMixin, BodyMixin, BoundaryMixin, RegistrationsMixin,
+                WrappersMixin, DeadCodeMixin, AnalyzerBase):
     """Every idiom, joined; the decisions are taken when the walk ends."""
 
     def leave_Module(self, original_node):

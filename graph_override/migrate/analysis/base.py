@@ -10,7 +10,11 @@ from graph_override.migrate import tables
 from graph_override.migrate.analysis.common import (HELPER, Plan, code,
                                                     is_method_call)
 
-__all__ = ["AnalyzerBase", "override_items"]
+__all__ = ["AnalyzerBase", "OUTPUT_ATTRIBUTES", "override_items"]
+
+# What graph code reads of a tensor, and op_with_gradient's output differs
+# in: an IdentityN makes it in graph mode, and eager tensors have none.
+OUTPUT_ATTRIBUTES = frozenset({"op", "name", "graph"})
 
 
 def override_items(with_node):
@@ -46,6 +50,7 @@ class AnalyzerBase(cst.CSTVisitor):
         self.functions = []           # (def name, class name or None) being walked
         self.classes = [None]         # the class whose body is being walked
         self.enclosing = {}           # override With or stray Attribute -> def name
+        self.attr_reads = {}          # x of every x.op / x.name / x.graph -> that Attribute
 
     # -- naming nodes -------------------------------------------------------
     def line(self, node):
@@ -118,9 +123,18 @@ class AnalyzerBase(cst.CSTVisitor):
                          if name_node in {r.node for r in a.references})
 
     def is_graph_getter(self, node):
-        """tf.get_default_graph() or an alias of it, called without arguments."""
-        return (isinstance(node, cst.Call) and not node.args
-                and bool(set(tables.GRAPH_GETTERS) & self.tf_names(node.func)))
+        """tf.get_default_graph() or an alias of it, called without arguments,
+        or Keras 2's ``K.get_session().graph``."""
+        if isinstance(node, cst.Attribute) and node.attr.value == "graph":
+            node, getters = node.value, tables.SESSION_GETTERS
+        else:
+            getters = tables.GRAPH_GETTERS
+        if not isinstance(node, cst.Call) or node.args:
+            return False
+        names = self.tf_names(node.func) | {
+            q.name for q in self.qualified(node.func)
+            if q.source == QualifiedNameSource.IMPORT}  # standalone keras
+        return bool(set(getters) & names)
 
     # -- collection ---------------------------------------------------------
     def visit_Module(self, node):
@@ -196,6 +210,8 @@ class AnalyzerBase(cst.CSTVisitor):
             self.in_override -= 1
 
     def visit_Attribute(self, node):
+        if node.attr.value in OUTPUT_ATTRIBUTES:
+            self.attr_reads[node.value] = node
         if node.attr.value == "gradient_override_map":
             self.stray.append(node)
             if self.functions:

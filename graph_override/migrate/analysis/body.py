@@ -33,6 +33,10 @@ class BodyScanner(cst.CSTVisitor):
         self.nested_withs = []
         self.defs = []
         self.suspends = []    # yield and await: the caller runs inside the scope
+        self.generators = []  # generator expressions made in the body
+        self.consumed = set()  # ... of those, the ones consumed where made
+        self.names = []       # every Name read or written in the body
+        self.assigned = {}    # Call -> the Name it is assigned to (y = call)
 
     def visit_With(self, node):
         if override_items(node):
@@ -60,6 +64,24 @@ class BodyScanner(cst.CSTVisitor):
 
     def visit_Call(self, node):
         self.calls.append(node)
+        if len(node.args) == 1 and isinstance(node.args[0].value, cst.GeneratorExp) \
+                and _consumes(node.func):
+            self.consumed.add(node.args[0].value)
+
+    def visit_For(self, node):
+        if isinstance(node.iter, cst.GeneratorExp):
+            self.consumed.add(node.iter)
+
+    def visit_GeneratorExp(self, node):
+        self.generators.append(node)
+
+    def visit_Name(self, node):
+        self.names.append(node)
+
+    def visit_Assign(self, node):
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) \
+                and isinstance(node.value, cst.Call):
+            self.assigned[node.value] = node.targets[0].target
 
     def visit_BinaryOperation(self, node):
         self.operators.append((node, type(node.operator).__name__))
@@ -78,9 +100,47 @@ class BodyScanner(cst.CSTVisitor):
         self.operators.append((node, "Subscript"))
 
 
+# Builtins that run a generator through at once, where they are called.
+_CONSUMERS = frozenset({"list", "tuple", "set", "frozenset", "sorted", "sum",
+                        "min", "max", "any", "all", "dict"})
+
+
+def _consumes(func):
+    if isinstance(func, cst.Name):
+        return func.value in _CONSUMERS
+    return isinstance(func, cst.Attribute) and func.attr.value == "join"
+
+
 def _short(node, limit=40):
     text = " ".join(code(node).split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _keras_reason(maker, mapped):
+    return ("%s builds a Keras layer or model, whose call creates its ops out "
+            "of this tool's sight, and those of the types the map re-routes "
+            "(%s) take the map's gradients; build and call it outside the "
+            "scope, or wrap such an op inside the layer with %s by hand"
+            % (_short(maker), ", ".join(sorted(mapped)), HELPER))
+
+
+def _grouped(opaque):
+    """One reason for every call of a scope this tool cannot see into."""
+    line, _, reason = opaque[0]
+    others = ["%s (line %d)" % (_short(call, 30), at) for at, call, _ in opaque[1:]]
+    if others:
+        reason += "; so do %d more call(s) in this scope: %s" % (
+            len(others), ", ".join(others))
+    return line, reason
+
+
+def _renamed(call):
+    """What a converted call given name= no longer does, in words."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "name":
+            return ("; in graph mode its output is no longer named by name=%s "
+                    "(an IdentityN op makes it)" % code(arg.value))
+    return ""
 
 
 class BodyMixin:
@@ -111,16 +171,28 @@ class BodyMixin:
                                      "%s ops, which the map re-routes; rewrite it "
                                      "with an explicit tf call" % (
                                          _short(node), "/".join(sorted(hit)))))
+        self.check_generators(scanner, work)
+        constructors = {c.func for c in scanner.calls if isinstance(c.func, cst.Call)}
+        opaque = []
         for call in scanner.calls:
-            if call in self.override_calls:
+            if call in self.override_calls or call in constructors:
                 continue
-            self._check_call(call, mapping, work)
+            self._check_call(call, mapping, work, opaque)
+        if opaque:
+            work.reasons.append(_grouped(opaque))
+        self.check_output_reads(
+            scanner, [c for c in scanner.calls if c in work.calls], work)
 
-    def _check_call(self, call, mapping, work):
+    def _check_call(self, call, mapping, work, opaque):
+        """Converts `call`, lets it pass, or records why not (calls this
+        tool cannot see into go to `opaque`, reported as one line)."""
         mapped = set(mapping)
+        if isinstance(call.func, cst.Call):  # Dense(10)(x): a built object called
+            opaque.append((self.line(call), call.func, self._object_reason(call, mapped)))
+            return
         names = self.tf_names(call.func)
         if names:
-            self._check_tf_call(call, names, mapping, work)
+            self._check_tf_call(call, names, mapping, work, opaque)
             return
         line = self.line(call)
         builtin = self.builtin_name(call.func)
@@ -138,9 +210,22 @@ class BodyMixin:
             if q.source == QualifiedNameSource.IMPORT and \
                     q.name.split(".")[0] in ("numpy", "math"):
                 return
-        work.reasons.append((line, self._unseen_reason(call, mapped)))
+        opaque.append((line, call, self._unseen_reason(call, mapped)))
 
-    def _check_tf_call(self, call, names, mapping, work):
+    def _object_reason(self, call, mapped):
+        """Why a call of what another call built (a Keras layer) is left."""
+        maker = call.func
+        if any(n.startswith(tables.KERAS_LAYER_PREFIXES)
+               for n in self.tf_names(maker.func)):
+            return _keras_reason(maker, mapped)
+        return ("%s(...) calls the object that %s returns, which runs code this "
+                "tool cannot see into, and the ops of the types the map "
+                "re-routes (%s) that it creates take the map's gradients; wrap "
+                "each such op where it is created with %s by hand, or move the "
+                "call out of the scope if it creates none" % (
+                    _short(maker), _short(maker), ", ".join(sorted(mapped)), HELPER))
+
+    def _check_tf_call(self, call, names, mapping, work, opaque):
         mapped = set(mapping)
         line = self.line(call)
         fn = code(call.func)
@@ -171,12 +256,14 @@ class BodyMixin:
         hint = "".join("; " + tables.HINTS[n] for n in sorted(names)
                        if n in tables.HINTS)
         if not known:
-            work.reasons.append((line, "%s is not in this tool's table of "
-                                 "TensorFlow functions; it may create ops the "
-                                 "map re-routes (%s)%s; wrap the op it creates "
-                                 "by hand as %s(%s, <gradient>) if it creates "
-                                 "one of them, or move it out of the scope" % (
-                                     fn, listed, hint, HELPER, fn)))
+            if any(n.startswith(tables.KERAS_LAYER_PREFIXES) for n in names):
+                opaque.append((line, call, _keras_reason(call, mapped)))
+                return
+            opaque.append((line, call, (
+                "%s is not in this tool's table of TensorFlow functions, so it "
+                "may create ops the map re-routes (%s)%s; if it creates exactly "
+                "one such op, write the call as %s(%s, <gradient>)(...) by hand, "
+                "else move it out of the scope" % (fn, listed, hint, HELPER, fn))))
             return
         hit = types & mapped
         if not hit:
@@ -196,8 +283,8 @@ class BodyMixin:
         work.converted_types.add(op_type)
         if entry.direct:
             work.direct[op_type] = entry.registration
-        work.changed.append((line, "%s(...) -> %s(%s, %s)(...) [%s]" % (
-            fn, HELPER, fn, code(entry.expression), op_type)))
+        work.changed.append((line, "%s(...) -> %s(%s, %s)(...) [%s]%s" % (
+            fn, HELPER, fn, code(entry.expression), op_type, _renamed(call))))
 
     def _unseen_reason(self, call, mapped):
         """A true reason for a call this tool cannot see into."""

@@ -25,8 +25,9 @@ class DeadCodeMixin:
     def drop(self, stmt):
         if stmt not in self.plan.statements:
             self.plan.statements.add(stmt)
+            bare = stmt.with_changes(leading_lines=())  # not its comments
             self.plan.changed.append((self.line(stmt), "removed '%s', unused "
-                                      "after the conversion" % code(stmt).strip()))
+                                      "after the conversion" % code(bare).strip()))
 
     def dead_graph_names(self):
         """Drops ``g = tf.get_default_graph()`` once g has no other use."""

@@ -1,14 +1,15 @@
 """A project's own wrappers around ``gradient_override_map``, and their
 call sites.
 
-A wrapper is a function whose body opens the map with one of its
-parameters (``def override(mapping): return g.gradient_override_map(mapping)``),
-hands the open scope to its caller (a ``@contextlib.contextmanager`` that
-yields inside the map, or a function that returns the context manager), so
-that the ops the map re-routes are created at its call sites. This tool
-converts no wrapper, and lists every call site it finds (by name, in the
-file of the wrapper and in the other files of the run): TF2 ignores the map
-there too.
+A wrapper is a function that hands the open map to its caller: it returns
+the context manager (``def override(mapping): return
+g.gradient_override_map(mapping)``), yields inside the map (a
+``@contextlib.contextmanager``), or calls one of its parameters inside it,
+so that the ops the map re-routes are created by its caller's code. A
+function that opens and closes the map around its own ops is no wrapper.
+This tool converts no wrapper, and lists every call site it finds (by name,
+in the file of the wrapper and in the other files of the run): TF2 ignores
+the map there too.
 """
 
 import ast
@@ -51,10 +52,37 @@ def _is_map_call(node):
             and node.func.attr == "gradient_override_map")
 
 
-def _how(func):
+def _parameters(func):
     args = func.args
     params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
     params.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    return params
+
+
+def _callers_code_inside(with_node, params):
+    """How a ``with`` of the map inside a function runs its caller's code
+    while the map is open (a yield, a call of a parameter), or None: then
+    the map opens and closes around the function's own ops only."""
+    body = ast.Module(body=with_node.body, type_ignores=[])
+    nodes = list(_own_nodes(body))
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in nodes):
+        return "it yields inside the map (a context manager)"
+    called = {n.func.id for n in nodes if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Name)} & params
+    if called:
+        return "it calls its parameter %r inside the map" % sorted(called)[0]
+    return None
+
+
+def _how(func):
+    """What makes `func` a wrapper, in words, or None.
+
+    A function that opens the map in its own ``with`` and closes it again
+    (tensorflow/compression's ``lower_bound``, keras-vis's
+    ``modify_model_backprop``) re-routes only the ops it makes itself: its
+    scope is analysed where it stands, and its callers are no concern.
+    """
+    params = _parameters(func)
     in_with = {}
     for node in _own_nodes(func):
         if isinstance(node, (ast.With, ast.AsyncWith)):
@@ -64,15 +92,16 @@ def _how(func):
     for node in _own_nodes(func):
         if not _is_map_call(node):
             continue
+        scope = in_with.get(node)
+        if scope is not None:
+            how = _callers_code_inside(scope, params)
+            if how is not None:
+                return how
+            continue
         used = {n.id for a in node.args for n in ast.walk(a) if isinstance(n, ast.Name)}
         if used & params:
             return "it opens the map with its parameter %r" % sorted(used & params)[0]
-        scope = in_with.get(node)
-        if scope is None:
-            return "it hands the gradient_override_map context to its caller"
-        body = ast.Module(body=scope.body, type_ignores=[])
-        if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in _own_nodes(body)):
-            return "it yields inside the map (a context manager)"
+        return "it hands the gradient_override_map context to its caller"
     return None
 
 
