@@ -1012,3 +1012,30 @@ def test_every_table_entry_is_what_tensorflow_builds(name):
                 assert created[-1].type == want, (name, shape, created[-1].type)
             else:
                 assert built <= declared, (name, shape, sorted(built - declared))
+
+
+# ---------------------------------------------------------------------------
+# The analysis is composed: each idiom receives one declared Context.
+
+def test_every_field_of_the_analysis_context_is_documented():
+    import dataclasses
+    from graph_override.migrate.analysis import context
+    for cls in (context.Context, context.Facts):
+        doc = cls.__doc__.split("Attributes:", 1)[1]
+        for field in dataclasses.fields(cls):
+            assert "\n      %s: " % field.name in doc, (cls.__name__, field.name)
+
+
+def test_each_idiom_is_functions_of_the_context_not_a_mixin():
+    import inspect
+    from graph_override.migrate.analysis import (body, boundary, dead_code,
+                                                 registrations, scopes, wrappers)
+    for module in (body, boundary, dead_code, registrations, scopes, wrappers):
+        public = [getattr(module, name) for name in module.__all__]
+        functions = [f for f in public if inspect.isfunction(f)]
+        assert functions, module.__name__
+        assert not [c for c in public if inspect.isclass(c)
+                    and c.__name__.endswith("Mixin")], module.__name__
+        takes_ctx = [f for f in functions
+                     if next(iter(inspect.signature(f).parameters)) == "ctx"]
+        assert takes_ctx, module.__name__

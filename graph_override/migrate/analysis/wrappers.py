@@ -10,17 +10,20 @@ function that opens and closes the map around its own ops is no wrapper.
 This tool converts no wrapper, and lists every call site it finds (by name,
 in the file of the wrapper and in the other files of the run): TF2 ignores
 the map there too.
+
+`find_wrappers` reads a source with Python's ast (a cheap scan of every
+file of a run); `list_calls` and `in_wrapper` take the analysis `Context`
+and add to its plan.
 """
 
 import ast
 import dataclasses
 
 import libcst as cst
-from libcst.metadata import QualifiedNameSource
 
 from graph_override.migrate.analysis.common import HELPER, code, string_value
 
-__all__ = ["Wrapper", "WrappersMixin", "find_wrappers"]
+__all__ = ["Wrapper", "find_wrappers", "in_wrapper", "list_calls"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,39 +146,47 @@ def _entries(call):
     return " (%s)" % ", ".join(parts) if parts else ""
 
 
-class WrappersMixin:
-    """The wrapper idiom of `graph_override.migrate.analysis`."""
+def in_wrapper(ctx, node):
+    """'; f() is a wrapper ...' when `node` is in this file's wrapper f."""
+    name, cls = ctx.facts.enclosing.get(node, (None, None))
+    if name in ("__init__", "__enter__") and cls in ctx.wrappers:
+        name = cls  # a class-based context manager
+    wrapper = ctx.wrappers.get(name)
+    if wrapper is None or not wrapper.local:
+        return ""
+    return ("; %s() is a wrapper around gradient_override_map, and its calls "
+            "are listed too" % name)
 
-    def wrapper_calls(self):
-        """Lists every call of a wrapper (self.named_calls, by name)."""
-        for name, call in self.named_calls:
-            wrapper = self.wrappers[name]
-            if isinstance(call.func, cst.Attribute) and \
-                    call.func.attr.value == "gradient_override_map":
-                continue  # <graph>.gradient_override_map: the scopes' own idiom
-            if not self._calls_wrapper(call, wrapper):
-                continue
-            where = "%s:%d" % ("this file" if wrapper.local else wrapper.filename,
-                               wrapper.line)
-            self.plan.untouched.append((self.line(call), (
-                "%s(...) calls %s (%s), which opens gradient_override_map for "
-                "its caller: %s. TF2 ignores that map, and this tool converts no "
-                "wrapper: wrap each op created in its scope of a re-routed "
-                "type%s with %s(<tf function>, <gradient>) by hand, then stop "
-                "using the wrapper") % (code(call.func), name, where, wrapper.how,
-                                        _entries(call), HELPER)))
 
-    def _calls_wrapper(self, call, wrapper):
-        func = call.func
-        imported = any(q.source == QualifiedNameSource.IMPORT
-                       and q.name.endswith("." + wrapper.name)
-                       and not q.name.startswith("tensorflow.")
-                       for q in self.qualified(func))
-        if isinstance(func, cst.Attribute):
-            return wrapper.method or imported
-        if wrapper.local:
-            scope = self.scope(func)
-            return scope is not None and any(
-                isinstance(getattr(a, "node", None), (cst.FunctionDef, cst.ClassDef))
-                for a in scope[func.value])
-        return imported
+def list_calls(ctx):
+    """Lists every call of a wrapper (the walk's named calls, by name)."""
+    for name, call in ctx.facts.named_calls:
+        wrapper = ctx.wrappers[name]
+        if isinstance(call.func, cst.Attribute) and \
+                call.func.attr.value == "gradient_override_map":
+            continue  # <graph>.gradient_override_map: the scopes' own idiom
+        if not _calls_wrapper(ctx.names, call, wrapper):
+            continue
+        where = "%s:%d" % ("this file" if wrapper.local else wrapper.filename,
+                           wrapper.line)
+        ctx.plan.untouched.append((ctx.names.line(call), (
+            "%s(...) calls %s (%s), which opens gradient_override_map for "
+            "its caller: %s. TF2 ignores that map, and this tool converts no "
+            "wrapper: wrap each op created in its scope of a re-routed "
+            "type%s with %s(<tf function>, <gradient>) by hand, then stop "
+            "using the wrapper") % (code(call.func), name, where, wrapper.how,
+                                    _entries(call), HELPER)))
+
+
+def _calls_wrapper(names, call, wrapper):
+    func = call.func
+    imported = any(q.endswith("." + wrapper.name) and not q.startswith("tensorflow.")
+                   for q in names.imported(func))
+    if isinstance(func, cst.Attribute):
+        return wrapper.method or imported
+    if wrapper.local:
+        scope = names.scope(func)
+        return scope is not None and any(
+            isinstance(getattr(a, "node", None), (cst.FunctionDef, cst.ClassDef))
+            for a in scope[func.value])
+    return imported
