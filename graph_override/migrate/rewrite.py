@@ -86,7 +86,8 @@ class _Rewriter(cst.CSTTransformer):
         if not any(d in self.plan.decorators for d in original_node.decorators):
             return updated_node
         kept, carried = [], []
-        for orig, new in zip(original_node.decorators, updated_node.decorators):
+        for orig, new in zip(original_node.decorators, updated_node.decorators,
+                             strict=True):
             if orig in self.plan.decorators:
                 carried.extend(_comments(new.leading_lines))
                 continue

@@ -26,7 +26,7 @@ def lower_bound(inputs, bound, gradient="identity_if_towards", name=None):
             "disconnected": None,
         }[gradient]
     except KeyError:
-        raise ValueError("Invalid value for `gradient`: '{}'.".format(gradient))
+        raise ValueError("Invalid value for `gradient`: '{}'.".format(gradient)) from None
 
     with tf.name_scope(name, "LowerBound", [inputs, bound]) as scope:
         inputs = tf.convert_to_tensor(inputs, name="inputs")

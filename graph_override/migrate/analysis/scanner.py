@@ -32,23 +32,16 @@ class BodyScanner(cst.CSTVisitor):
             return False
         return True
 
-    def visit_FunctionDef(self, node):
+    def _definition(self, node):
         self.defs.append(node)
-        return False
+        return False  # its body runs when it is called, not here
 
-    def visit_ClassDef(self, node):
-        self.defs.append(node)
-        return False
+    visit_FunctionDef = visit_ClassDef = visit_Lambda = _definition
 
-    def visit_Lambda(self, node):
-        self.defs.append(node)
-        return False
-
-    def visit_Yield(self, node):
+    def _suspension(self, node):
         self.suspends.append(node)
 
-    def visit_Await(self, node):
-        self.suspends.append(node)
+    visit_Yield = visit_Await = _suspension
 
     def visit_Call(self, node):
         self.calls.append(node)
