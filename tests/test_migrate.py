@@ -841,6 +841,21 @@ def test_keras_session_graph_in_the_with_item_goes_with_the_scope():
     assert 'return op_with_gradient(tf.sign, "Identity")(x)' in r.text
 
 
+def test_a_keras_session_graph_still_used_is_kept_and_said_so():
+    r = migrate_source("from tensorflow.keras import backend as K\n"
+                       "import tensorflow as tf\n"
+                       "def f(x):\n"
+                       "    g = K.get_session().graph\n"
+                       '    with g.gradient_override_map({"Sign": "Identity"}):\n'
+                       "        y = tf.sign(x)\n"
+                       "    return g.get_tensor_by_name('input:0'), y\n", "k.py")
+    assert 'y = op_with_gradient(tf.sign, "Identity")(x)' in r.text
+    assert "    g = K.get_session().graph\n" in r.text
+    (kept,) = r.kept
+    assert kept.line == 4 and "the name is also used on line 7" in kept.message
+    assert "Keras 3 has no get_session" in kept.message
+
+
 def test_calls_this_tool_cannot_see_into_are_one_line_per_scope():
     r = _migrate("from mylib import helper, other\n"
                  "def f(x):\n"

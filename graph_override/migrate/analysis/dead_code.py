@@ -33,12 +33,24 @@ def drop_graph_names(ctx):
             if a in seen:
                 continue
             seen.add(a)
-            refs = {r.node for r in a.references}
-            if not refs or not refs <= ctx.graph_names_done:
-                continue
             stmt = ctx.names.assign_statement(a)
-            if stmt is not None and ctx.names.is_graph_getter(stmt.body[0].value):
+            if stmt is None or not ctx.names.is_graph_getter(stmt.body[0].value):
+                continue
+            refs = {r.node for r in a.references}
+            if refs and refs <= ctx.graph_names_done:
                 drop(ctx, stmt)
+            elif isinstance(stmt.body[0].value, cst.Attribute):
+                _keep_session_graph(ctx, stmt, refs - ctx.graph_names_done)
+
+
+def _keep_session_graph(ctx, stmt, others):
+    """Keras 2's ``g = K.get_session().graph`` that other code still uses."""
+    bare = stmt.with_changes(leading_lines=())
+    ctx.plan.kept.append((ctx.names.line(stmt), (
+        "kept '%s': the name is also used on line %d; Keras 3 has no "
+        "get_session, so write tf.compat.v1.get_default_graph() there once "
+        "the code runs on Keras 3") % (code(bare).strip(),
+                                       min(ctx.names.line(n) for n in others))))
 
 
 def drop_imports(ctx):
