@@ -140,8 +140,11 @@ def migrate_source(text, filename="<string>", *, keep_registrations=(),
 
     Never rewritten, always listed in `untouched`: a scope whose ops this
     tool cannot see created inside it (a ``yield``, a call into a helper, an
-    imported graph), and every call of a wrapper around
-    ``gradient_override_map`` (this file's, or `wrappers`). A registration
+    imported graph), whose ops run at another time (a generator expression
+    across its boundary), or whose output the code inspects (``.op``,
+    ``.name``, ``.graph``), and every call of a wrapper around
+    ``gradient_override_map`` (this file's, or `wrappers`) that hands the
+    open map to its caller's code. A registration
     under a literal name is never removed (code this tool does not see may
     use the name); `kept` says so. Only the counter idiom's registration,
     whose name nothing else can know, goes.

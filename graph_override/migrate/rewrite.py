@@ -86,6 +86,8 @@ class _Rewriter(cst.CSTTransformer):
         if not any(d in self.plan.decorators for d in original_node.decorators):
             return updated_node
         kept, carried = [], []
+        # Python 3.9 (TensorFlow 2.15) has no zip(strict=True); libcst keeps
+        # one updated decorator per original.
         for orig, new in zip(original_node.decorators, updated_node.decorators):
             if orig in self.plan.decorators:
                 carried.extend(_comments(new.leading_lines))

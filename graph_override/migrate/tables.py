@@ -18,9 +18,11 @@ __all__ = [
     "GRAPH_IMPORTERS",
     "HINTS",
     "OPERATOR_OPS",
+    "KERAS_LAYER_PREFIXES",
     "REGISTER_GRADIENT",
     "RUNNING_METHODS",
     "SAFE_METHODS",
+    "SESSION_GETTERS",
     "canonical",
     "op_types_of",
 ]
@@ -28,7 +30,7 @@ __all__ = [
 # Functions that create exactly one op of a known type from their arguments.
 _SINGLE = {
     "Sign": ["sign", "math.sign"],
-    "Round": ["round", "math.round"],
+    "Round": ["round", "math.round", "keras.backend.round"],
     "Floor": ["floor", "math.floor"],
     "Ceil": ["ceil", "math.ceil"],
     "Rint": ["rint", "math.rint"],
@@ -103,6 +105,18 @@ _SEVERAL = {
     "device": set(),
     "control_dependencies": set(),
     "get_default_graph": set(),
+    # Look-ups and factories: they return Python objects and create no op.
+    "get_variable_scope": set(),
+    "get_collection": set(),
+    "zeros_initializer": set(),
+    "ones_initializer": set(),
+    "constant_initializer": set(),
+    "glorot_uniform_initializer": set(),
+    "random_normal_initializer": set(),
+    "truncated_normal_initializer": set(),
+    "keras.backend.floatx": set(),
+    "keras.backend.epsilon": set(),
+    "placeholder": {"Placeholder"},
     "float32": set(),
     "float16": set(),
     "float64": set(),
@@ -131,6 +145,9 @@ HINTS = {
 
 REGISTER_GRADIENT = "RegisterGradient"
 GRAPH_GETTERS = ("get_default_graph",)
+# Keras 2 code asks the session for its graph (``K.get_session().graph``);
+# Keras 3 has no get_session, so a converted file must not keep the call.
+SESSION_GETTERS = frozenset({"keras.backend.get_session"})
 
 # Functions that import a whole graph: every op in it of a mapped type takes
 # the map's gradient, and the way to change those is to patch the GraphDef.
@@ -182,6 +199,10 @@ SAFE_METHODS = frozenset({"get_shape", "as_list", "format", "append", "extend",
                           "get_tensor_by_name", "get_operation_by_name",
                           "as_graph_element", "get_operations", "get_collection",
                           "get_collection_ref", "get_all_collection_keys"})
+
+# Keras layers and models: built here, they create their ops when called.
+KERAS_LAYER_PREFIXES = ("keras.layers.", "layers.", "keras.Sequential",
+                        "keras.models.", "keras.Model")
 
 # Methods that, on TensorFlow's objects, run a graph but build nothing in it.
 RUNNING_METHODS = frozenset({"run", "restore", "eval"})

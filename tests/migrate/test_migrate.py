@@ -761,15 +761,107 @@ def test_a_method_wrapper_named_like_the_map_leaves_graph_scopes_alone():
     assert [s.line for s in r.untouched] == [4]  # the wrapper's own body
 
 
-def test_a_wrapper_called_in_a_later_run_is_listed_in_the_same_file():
+def test_a_function_that_closes_the_map_inside_itself_is_no_wrapper():
     r = _migrate("def apply(x, grad):\n"
                  '    with tf.get_default_graph().gradient_override_map({"Sign": grad}):\n'
                  "        return tf.sign(x)\n\n"
                  'y = apply(x, "Identity")\n')
     assert r.text == r.original
-    assert [s.line for s in r.untouched] == [3, 6]
-    assert "apply(...) calls apply (this file:2)" in r.untouched[1].message
-    assert "with its parameter 'grad'" in r.untouched[1].message
+    (site,) = r.untouched  # its own scope; its callers' ops are not re-routed
+    assert site.line == 3 and "gradient name 'grad'" in site.message
+    assert "wrapper" not in site.message
+
+
+def test_a_function_that_calls_its_parameter_inside_the_map_is_a_wrapper():
+    r = _migrate("def overriding(build):\n"
+                 '    with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):\n'
+                 "        return build()\n\n"
+                 "y = overriding(lambda: tf.sign(x))\n")
+    assert r.text == r.original
+    lines = {s.line: s.message for s in r.untouched}
+    assert sorted(lines) == [4, 6]
+    assert "overriding() is a wrapper around gradient_override_map" in lines[4]
+    assert "it calls its parameter 'build' inside the map" in lines[6]
+
+
+@pytest.mark.parametrize("body,converted", [
+    # consumed where it is made: its calls run inside the scope
+    ("        return tf.stack(list(tf.sign(v) for v in xs))\n", True),
+    ("        ys = tuple(tf.sign(v) for v in xs)\n        return ys\n", True),
+    ("        for y in (tf.sign(v) for v in xs):\n            out.append(y)\n"
+     "        return out\n", True),
+    # made here, consumed later (or by code this tool cannot see)
+    ("        ys = (tf.sign(v) for v in xs)\n    return list(ys)\n", False),
+    ("        return (tf.sign(v) for v in xs)\n", False),
+])
+def test_generator_expressions_are_converted_only_when_consumed_in_the_scope(
+        body, converted):
+    r = _migrate("def f(xs, out):\n"
+                 '    with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):\n'
+                 + body)
+    assert ('op_with_gradient(tf.sign, "Identity")(v)' in r.text) == converted
+    assert bool(r.untouched) != converted
+    if not converted:
+        assert "generator expression" in r.untouched[0].message
+
+
+@pytest.mark.parametrize("inside,after", [
+    ("y = tf.identity(x)", "assert y.op.type == 'Identity'"),
+    ("y = tf.identity(x)", "print(y.name)"),
+    ("y = tf.identity(x)", "g = y.graph"),
+    ("t = tf.identity(x).op.type", "y = x"),
+])
+def test_code_that_inspects_a_converted_output_leaves_the_scope(inside, after):
+    r = _migrate("def f(x):\n"
+                 '    with tf.get_default_graph().gradient_override_map({"Identity": "A"}):\n'
+                 "        %s\n"
+                 "    %s\n"
+                 "    return y\n" % (inside, after))
+    assert r.text == r.original
+    (site,) = r.untouched
+    assert site.line == (4 if ".op" in inside else 5)
+    assert "looks at the output of tf.identity(...) (line 4)" in site.message
+
+
+def test_keras_session_graph_in_the_with_item_goes_with_the_scope():
+    r = migrate_source("from tensorflow.keras import backend as K\n"
+                       "import tensorflow as tf\n"
+                       "def f(x):\n"
+                       '    with K.get_session().graph.gradient_override_map({"Sign": "Identity"}):\n'
+                       "        return tf.sign(x)\n", "k.py")
+    assert r.untouched == ()
+    assert "get_session" not in r.text
+    assert 'return op_with_gradient(tf.sign, "Identity")(x)' in r.text
+
+
+def test_a_keras_session_graph_still_used_is_kept_and_said_so():
+    r = migrate_source("from tensorflow.keras import backend as K\n"
+                       "import tensorflow as tf\n"
+                       "def f(x):\n"
+                       "    g = K.get_session().graph\n"
+                       '    with g.gradient_override_map({"Sign": "Identity"}):\n'
+                       "        y = tf.sign(x)\n"
+                       "    return g.get_tensor_by_name('input:0'), y\n", "k.py")
+    assert 'y = op_with_gradient(tf.sign, "Identity")(x)' in r.text
+    assert "    g = K.get_session().graph\n" in r.text
+    (kept,) = r.kept
+    assert kept.line == 4 and "the name is also used on line 7" in kept.message
+    assert "Keras 3 has no get_session" in kept.message
+
+
+def test_calls_this_tool_cannot_see_into_are_one_line_per_scope():
+    r = _migrate("from mylib import helper, other\n"
+                 "def f(x):\n"
+                 '    with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):\n'
+                 "        a = helper(x)\n"
+                 "        b = other(a)\n"
+                 "        c = tf.unknown_op(b)\n"
+                 "        return tf.sign(c)\n")
+    assert r.text == r.original
+    (site,) = r.untouched
+    assert site.line == 5 and "helper(...) is imported from mylib" in site.message
+    assert "so do 2 more call(s) in this scope: other(a) (line 6), " \
+        "tf.unknown_op(b) (line 7)" in site.message
 
 
 @pytest.mark.parametrize("line,must", [
@@ -803,12 +895,18 @@ def test_each_reason_is_true_of_its_line_and_says_what_to_do(line, must):
     assert "convert the op inside the helper" not in site.message
 
 
-def test_graph_lookups_create_no_ops_and_need_no_reason():
-    r = _migrate("def f(x):\n"
+@pytest.mark.parametrize("lookup", [
+    "t = g.get_tensor_by_name('input:0')",
+    # look-ups and factories that return Python objects
+    "scope = tf.get_variable_scope()",
+    "init = tf.zeros_initializer()",
+])
+def test_graph_lookups_create_no_ops_and_need_no_reason(lookup):
+    r = _migrate("def f(t):\n"
                  "    g = tf.get_default_graph()\n"
                  '    with g.gradient_override_map({"Sign": "Identity"}):\n'
-                 "        t = g.get_tensor_by_name('input:0')\n"
-                 "        return tf.sign(t)\n")
+                 "        %s\n"
+                 "        return tf.sign(t)\n" % lookup)
     assert r.untouched == ()
     assert 'return op_with_gradient(tf.sign, "Identity")(t)' in r.text
 
@@ -866,6 +964,11 @@ def _table_args(tf, name, shape):
         "name_scope": ("s",), "variable_scope": ("s",), "device": ("/cpu:0",),
         "control_dependencies": ([],), "get_default_graph": (),
         "as_dtype": ("float32",),
+        "get_variable_scope": (), "get_collection": ("losses",),
+        "zeros_initializer": (), "ones_initializer": (),
+        "constant_initializer": (), "glorot_uniform_initializer": (),
+        "random_normal_initializer": (), "truncated_normal_initializer": (),
+        "floatx": (), "epsilon": (), "placeholder": (tf.float32,),
     }.get(base, (x, y) if base in _BINARY else (x,))
 
 
@@ -913,3 +1016,30 @@ def test_every_table_entry_is_what_tensorflow_builds(name):
                 assert created[-1].type == want, (name, shape, created[-1].type)
             else:
                 assert built <= declared, (name, shape, sorted(built - declared))
+
+
+# ---------------------------------------------------------------------------
+# The analysis is composed: each idiom receives one declared Context.
+
+def test_every_field_of_the_analysis_context_is_documented():
+    import dataclasses
+    from graph_override.migrate.analysis import context
+    for cls in (context.Context, context.Facts):
+        doc = cls.__doc__.split("Attributes:", 1)[1]
+        for field in dataclasses.fields(cls):
+            assert "\n      %s: " % field.name in doc, (cls.__name__, field.name)
+
+
+def test_each_idiom_is_functions_of_the_context_not_a_mixin():
+    import inspect
+    from graph_override.migrate.analysis import (body, boundary, dead_code,
+                                                 registrations, scopes, wrappers)
+    for module in (body, boundary, dead_code, registrations, scopes, wrappers):
+        public = [getattr(module, name) for name in module.__all__]
+        functions = [f for f in public if inspect.isfunction(f)]
+        assert functions, module.__name__
+        assert not [c for c in public if inspect.isclass(c)
+                    and c.__name__.endswith("Mixin")], module.__name__
+        takes_ctx = [f for f in functions
+                     if next(iter(inspect.signature(f).parameters)) == "ctx"]
+        assert takes_ctx, module.__name__

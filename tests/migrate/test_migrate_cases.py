@@ -37,6 +37,10 @@ ROW, COL = X.reshape(1, -1), X[::-1].reshape(1, -1) * 0.7
 # {line: fragments of the true reason}.
 SPECS = {
     "aliases": dict(converted=[("quantize", X)]),
+    "backprop_modifiers": dict(legacy=[("guided", X), ("rectified", X)], listed={
+        46: ["gradient name 'backprop_modifier' is not a string"]}),
+    "bounds": dict(listed={35: ["gradient name 'gradient' is not a string"]}),
+    "bounds_user": dict(legacy=[("gdn", X)]),
     "binary_connect_v1": dict(converted=[("binarize_deterministic", X)]),
     "compat_alias_assign": dict(converted=[("quantized_binary", X)]),
     "dann_flip": dict(converted=[("domain_head", X)]),
@@ -56,6 +60,17 @@ SPECS = {
              "(Relu)", "guided_relu() is a wrapper around gradient_override_map"],
         24: ["guided_relu(...) calls guided_relu (this file:17)",
              "yields inside the map"]}),
+    "keras_layer_scope": dict(listed={
+        16: ["Dense(units, use_bias=False) builds a Keras layer",
+             "(Sign)", "so do 3 more call(s) in this scope",
+             "Activation(\"tanh\") (line 18)", "Dropout(0.2) (line 19)"]}),
+    "keras_round": dict(converted=[("round_through", X)]),
+    "lazy_generators": dict(legacy=[("binarize_after", X), ("binarize_inside", X)],
+                            listed={
+        17: ["generator expression '(tf.sign(c) for c in channels)' is made "
+             "inside the override scope", "after the scope has closed"],
+        25: ["'signs' is a generator expression made before the override scope "
+             "(line 23) and consumed inside it"]}),
     "imported_graph": dict(legacy=[("imported_relu", X)], listed={
         23: ["tf.import_graph_def(...) imports a graph", "graph-override patch"]}),
     "lucid_override": dict(legacy=[("render_objective", X)], listed={
@@ -71,6 +86,9 @@ SPECS = {
                                      "override() is a wrapper"]}),
     "rounding_family": dict(converted=[("quantize_all", X)]),
     "scale_gradient_counter": dict(converted=[("two_heads", X)]),
+    "scaled_gradient_assert": dict(legacy=[("reversed_head", X)], listed={
+        21: ["'y.op' looks at the output of tf.identity(...) (line 20)",
+             "IdentityN", "eager tensors have no .op"]}),
     "shared_grads": dict(converted=[("binarize", X)]),
     "shared_user": dict(converted=[("binary_conv_input", X)]),
     "sign_ste": dict(converted=[("binary_activation", X), ("binary_dense", [ROW, COL])]),
@@ -286,6 +304,30 @@ def test_conditional_registration_and_dead_key(corpus):
     (kept,) = result.kept
     assert "resolve the name at run time" in kept.message
     assert "must stay" in kept.message and "Remove it" not in kept.message
+
+
+def test_functions_that_close_the_map_inside_are_no_wrappers(corpus):
+    """tensorflow/compression's lower_bound and keras-vis's
+    modify_model_backprop re-route only their own ops: their callers (in
+    the same file or another) have nothing to migrate."""
+    assert corpus["bounds_user"][2].untouched == ()
+    for case in ("bounds", "backprop_modifiers"):
+        (site,) = corpus[case][2].untouched
+        assert "wrapper" not in site.message, site.message
+
+
+def test_keras_session_graph_and_backend_round(corpus):
+    text = corpus["keras_round"][2].text
+    assert 'return op_with_gradient(K.round, "Identity")(x * 4.0) / 4.0' in text
+    assert 'return op_with_gradient(K.round, "Identity")(x)' in text
+    assert "K.get_session()" not in text  # Keras 3 has none
+    assert "# Keras 2 code asks the session" in text  # its comment stays
+
+
+def test_a_converted_call_given_a_name_says_the_name_changes(corpus):
+    (site,) = [s for s in corpus["scale_gradient_counter"][2].changed
+               if "-> op_with_gradient(" in s.message]
+    assert 'no longer named by name="scale_gradient"' in site.message
 
 
 def test_corpus_report(corpus, capsys):

@@ -17,6 +17,7 @@ __all__ = [
     "is_pure",
     "is_string_expression",
     "names_in",
+    "short",
     "string_value",
 ]
 
@@ -158,6 +159,12 @@ def bound_name(alias):
     if alias.asname is not None:
         return alias.asname.name.value
     return code(alias.name)
+
+
+def short(node, limit=40):
+    """The node's source on one line, cut to `limit` characters."""
+    text = " ".join(code(node).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 _EMPTY_MODULE = cst.Module(body=[])
