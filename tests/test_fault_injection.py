@@ -149,3 +149,45 @@ def test_quick_training_faults_lose_nothing_and_exit_clearly(tmp_path):
     rows = {l.split()[0]: l.split()[1:6] for l in lines[1:-1]}
     assert rows["train-damaged-data-truncated"] == ["2", "2", "0", "0", "0"]
     assert os.listdir(str(tmp_path)) == []  # its temporary folders are gone
+
+
+def test_snapshot_never_reads_fifos_or_devices(faults, tmp_path):
+    import threading
+    os.mkfifo(tmp_path / "pipe.py")                   # reading would block
+    os.symlink("/dev/zero", tmp_path / "zero.py")     # reading would never end
+    (tmp_path / "m.py").write_bytes(b"x = 1\n")
+    found = []
+    worker = threading.Thread(target=lambda: found.append(faults.snapshot(str(tmp_path))),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert found, "snapshot blocked on a special file"
+    assert found[0]["zero.py"] == "symlink to /dev/zero"
+    assert found[0]["pipe.py"].startswith("special file, mode ")
+    assert len(found[0]["m.py"]) == 64
+
+
+def test_migrate_hostile_cases_are_listed(faults):
+    names = [c.name for c in faults.cases()]
+    for kind in ("nested-brackets", "nested-elif", "nested-not", "huge-file", "fifo",
+                 "dev-zero-symlink", "sum-400", "lists-200"):
+        assert "migrate-hostile-%s" % kind in names
+    assert "migrate-paths-one-str" in names
+
+
+@pytest.mark.slow
+def test_hostile_python_for_migrate_loses_nothing_and_exits_2(tmp_path):
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "scripts", "fault_injection.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, script, "-k", "migrate-hostile",
+                           "-k", "migrate-paths-one-str"],
+                          capture_output=True, text=True, env=env, timeout=1200)
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == "faults: 9 cases, 0 losses, 0 tracebacks, 0 wrong exit codes", (
+        proc.stdout + proc.stderr[-2000:])
+    assert proc.returncode == 0
+    rows = {l.split()[0]: l.split()[1:3] for l in lines[1:-1]}
+    assert rows["migrate-hostile-fifo"] == ["2", "2"]
+    assert rows["migrate-hostile-sum-400"] == ["0", "0/1"]
+    assert os.listdir(str(tmp_path)) == []
