@@ -9,8 +9,8 @@ libcst:
 
 * `check_nesting` estimates the nesting with Python's tokenizer (no
   recursion, no syntax tree) and refuses what no real code needs: more than
-  `MAX_NESTING` levels, and the brackets and indentation CPython itself
-  refuses (more than 200 nested brackets, 100 indentation levels);
+  `MAX_NESTING` levels, and more than 200 brackets open at once, which
+  CPython itself refuses;
 * `run_deep` runs the parse and the analysis in a thread with a large stack
   and a raised recursion limit, so that what passes the check is migrated,
   and turns a RecursionError or MemoryError that still happens into a
@@ -31,10 +31,9 @@ __all__ = ["MAX_NESTING", "check_nesting", "nesting_depth", "run_deep"]
 # indentation) that one statement may reach. libcst's time grows with the
 # square of the depth: 1,000 levels take a few seconds.
 MAX_NESTING = 1000
-# CPython's own limits (its tokenizer's MAXLEVEL and MAXINDENT): code beyond
-# them does not run, so it is not migrated either.
+# CPython's own limit (its tokenizer's MAXLEVEL): code beyond it does not run,
+# so it is not migrated either.
 MAX_BRACKETS = 200
-MAX_INDENT = 100
 # The stack and recursion limit of the thread that parses and analyses: enough
 # for MAX_NESTING levels with room to spare (pages are used only when touched).
 STACK_BYTES = 256 << 20
@@ -49,7 +48,7 @@ _IGNORED = frozenset((tokenize.NL, tokenize.COMMENT, tokenize.ENCODING,
 
 
 def nesting_depth(text):
-    """An upper estimate of how deep `text` nests, from its tokens alone.
+    """An estimate of how deep `text` nests, from its tokens alone.
 
     Each bracket, operator, attribute dot, expression keyword and implicitly
     concatenated string within one element (up to the next comma at its

@@ -262,18 +262,20 @@ def migrate_file(path, *, write=False, keep_registrations=(), wrappers=None):
     """
     try:
         source = read_source(path)
+        _limits.check_nesting(source[1], path)
     except SourceError as e:
         return FileResult(path, error=str(e))
     return _migrate_read_file(path, source, write, keep_registrations, wrappers)
 
 
 def _migrate_read_file(path, source, write, keep_registrations, wrappers=None):
-    """migrate_file on a file already read: source is read_source's (raw, text,
-    encoding); the write checks the file still holds `raw`."""
+    """migrate_file on a file already read and checked (`check_nesting`):
+    source is read_source's (raw, text, encoding); the write checks the file
+    still holds `raw`."""
     raw, text, encoding = source
     try:
-        result = migrate_source(text, path, keep_registrations=keep_registrations,
-                                wrappers=wrappers)
+        result = _limits.run_deep(_migrate_text, path, text, path,
+                                  keep_registrations, wrappers)
     except SourceError as e:
         return FileResult(path, error=str(e))
     written = False
