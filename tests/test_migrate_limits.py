@@ -296,3 +296,14 @@ def test_run_deep_returns_and_raises_as_the_function_does():
     assert limits.run_deep(lambda a, b=0: a + b, "x.py", 1, b=2) == 3
     with pytest.raises(KeyError, match="boom"):
         limits.run_deep(lambda: {}["boom"], "x.py")
+
+
+def test_help_and_guide_name_the_limits_in_force():
+    from graph_override.commands import migrate as command
+    guide = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "guide" /
+             "migration.md").read_text()
+    size = "%d MiB" % (sources.MAX_SOURCE_BYTES >> 20)
+    nesting = "{:,}".format(limits.MAX_NESTING)
+    assert sources.MAX_SOURCE_BYTES % (1 << 20) == 0
+    for text in (command.DESCRIPTION, guide):
+        assert "at most %s" % size in text and "%s levels" % nesting in text
