@@ -307,3 +307,29 @@ def test_help_and_guide_name_the_limits_in_force():
     assert sources.MAX_SOURCE_BYTES % (1 << 20) == 0
     for text in (command.DESCRIPTION, guide):
         assert "at most %s" % size in text and "%s levels" % nesting in text
+
+
+def test_write_refuses_a_file_that_grew_or_became_a_fifo_since_it_was_read(tmp_path):
+    import threading
+    path = tmp_path / "m.py"
+    path.write_text(LEGACY + "# more\n")  # grew after LEGACY was read
+    with pytest.raises(SourceError, match="m.py: the file grew while it was being "
+                                          "migrated; it was not written"):
+        migrate.write_atomically(str(path), MIGRATED.encode(), expected=LEGACY.encode())
+    assert path.read_text() == LEGACY + "# more\n"
+    path.unlink()
+    os.mkfifo(path)  # replaced by a FIFO: reading it must not block
+    errors = []
+
+    def write():
+        try:
+            migrate.write_atomically(str(path), MIGRATED.encode(), expected=LEGACY.encode())
+        except SourceError as e:
+            errors.append(str(e))
+
+    worker = threading.Thread(target=write, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert errors == ["%s: is a named pipe (FIFO), not a regular file; expected the Python "
+                      "file that was migrated. Nothing was read." % path]
+    assert path.is_fifo()

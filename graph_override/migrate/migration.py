@@ -241,13 +241,14 @@ def write_atomically(path, data, *, expected=None):
     try:
         if expected is not None:
             current = read_regular_file(
-                path, len(expected), error=SourceError, expected="the file read",
+                path, len(expected), error=SourceError,
+                expected="the Python file that was migrated",
                 too_large="%s: the file grew while it was being migrated; it "
                           "was not written. Run the migration again.")
             if current != expected:
                 raise SourceError("%s: the file changed while it was being "
-                                      "migrated; it was not written. Run the "
-                                      "migration again." % path)
+                                  "migrated; it was not written. Run the "
+                                  "migration again." % path)
         atomic_write(path, data)
     except OSError as e:
         raise SourceError("%s: cannot write the migrated file (%s); the original "
