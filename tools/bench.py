@@ -29,6 +29,7 @@ Usage:
 """
 
 import argparse
+import importlib
 import os
 import pathlib
 import sys
@@ -39,12 +40,10 @@ _HERE = str(pathlib.Path(__file__).resolve().parent)
 if _HERE not in sys.path:  # the section modules beside this file
     sys.path.insert(0, _HERE)
 
+# Only light modules here: `--help` answers before TensorFlow is imported
+# (the sections and machine() import it when they run).
 # pylint: disable=wrong-import-position
-import bench_capabilities  # noqa: E402
-import bench_cli  # noqa: E402
-import bench_construction  # noqa: E402
 import bench_plot  # noqa: E402
-import bench_training  # noqa: E402
 from bench_common import ROOT, machine, write_file  # noqa: E402
 from bench_report import (ANALYSIS_MARKER, SECTIONS, embed_data,  # noqa: E402,F401
                           embedded_data, kept_analysis, render)
@@ -67,13 +66,21 @@ QUICK = dict(
     cli_repeats=1,
 )
 
+# Each section's runner, run(cfg, log), as (module beside this file, function):
+# imported only when the section runs.
 RUNNERS = dict(
-    training=bench_training.bench_training,
-    construction=bench_construction.bench_construction,
-    frozen=bench_capabilities.bench_frozen,
-    migrate=bench_capabilities.bench_migrate,
-    cli=lambda cfg, log: bench_cli.run(cfg["cli_repeats"], log),
+    training=("bench_training", "bench_training"),
+    construction=("bench_construction", "bench_construction"),
+    frozen=("bench_capabilities", "bench_frozen"),
+    migrate=("bench_capabilities", "bench_migrate"),
+    cli=("bench_cli", "bench_section"),
 )
+
+
+def run_section(section, cfg, log):
+    """Imports the module of `section` and runs it: its figures."""
+    module, function = RUNNERS[section]
+    return getattr(importlib.import_module(module), function)(cfg, log)
 
 
 def main(argv=None):
@@ -104,18 +111,26 @@ def main(argv=None):
                        for k in SECTIONS}
     for section in SECTIONS:
         if section in only:
-            report[section] = RUNNERS[section](cfg, log)
+            report[section] = run_section(section, cfg, log)
         else:  # kept from the earlier report, or absent
             report[section] = earlier.get(section, [] if section in (
                 "training", "construction") else None)
     report["load_end"] = os.getloadavg()
     report["analysis"] = kept_analysis(out)
-    text = render(report, args.quick, png.name)
+    # The figure first: the report links to it only if it was drawn.
+    try:
+        figure, no_figure = bench_plot.draw(report), None
+    except ImportError as e:
+        figure, no_figure = None, ("matplotlib is not installed (%s); `pip install "
+                                   "-e .[scripts]` installs it" % e)
+        log("no figure: %s" % no_figure)
+    if figure is not None:
+        write_file(png, figure)
+    text = render(report, args.quick, png.name if figure is not None else None,
+                  no_figure=no_figure)
     write_file(out, text.encode("utf-8"))
-    if report["training"] and report["construction"]:
-        bench_plot.plot(report, png)
     print(text)
-    log("wrote %s and %s" % (out, png))
+    log("wrote %s%s" % (out, "" if figure is None else " and %s" % png))
     return 0
 
 

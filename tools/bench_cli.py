@@ -104,6 +104,11 @@ def run(repeats=5, log=print):
     return rows
 
 
+def bench_section(cfg, log):
+    """Section 5 of tools/bench.py: `run` with the report's repetitions."""
+    return run(cfg["cli_repeats"], log)
+
+
 def format_rows(rows):
     """The rows as a plain-text table."""
     out = ["%-58s %8s %8s %10s %10s %5s %6s" % (

@@ -16,15 +16,18 @@ ste_sign, an SGD update) of the same binarized MLP, run side by side:
 * tf2 eager / tf2 function: the network written directly with
   graph_override.tf2.ste_sign and tf.Variables.
 
-Ratios are to the Session. Conversion times: to_function on MobileNetV2
-(alpha 0.35, 32x32, frozen with convert_variables_to_constants_v2) and on a
-large synthetic graph, next to TensorFlow's own wrap_function + prune.
+Each figure is the median over rounds (a round runs every variant once, one
+after another); ratios are of these medians, to the Session. Conversion
+times: to_function on MobileNetV2 (alpha 0.35, 32x32, frozen with
+convert_variables_to_constants_v2) and on a large synthetic graph, next to
+TensorFlow's own wrap_function + prune, medians too.
 """
 
 import argparse
 import importlib.util
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -57,15 +60,22 @@ def binarized_mlp(widths, seed=0):
     return g.as_graph_def()
 
 
-def _best(fn, steps, repeats):
-    fn()  # warm-up: tracing, first allocation
-    best = float("inf")
+def median_seconds(fn, repeats, clock=time.perf_counter):
+    """The median over `repeats` calls of the seconds one call of fn takes."""
+    times = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
-            fn()
-        best = min(best, (time.perf_counter() - start) / steps)
-    return best
+        start = clock()
+        fn()
+        times.append(clock() - start)
+    return statistics.median(times)
+
+
+def _per_step(fn, steps):
+    """Seconds per call of fn, over `steps` calls in a row."""
+    start = time.perf_counter()
+    for _ in range(steps):
+        fn()
+    return (time.perf_counter() - start) / steps
 
 
 def _loss(logits, y):
@@ -146,12 +156,15 @@ def step_times(widths, batch, steps, repeats):
             "frozen eager": eager, "frozen function": function,
             "portable function": portable, "tf2 eager": tf2_eager,
             "tf2 function": tf2_function}
-    # Interleaved rounds, so that load from other processes hits all alike.
-    times = {name: float("inf") for name in runs}
+    for run in runs.values():
+        run()  # warm-up: tracing, first allocation
+    # Interleaved rounds, so that load from other processes hits all alike;
+    # the median round of each.
+    times = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            times[name] = min(times[name], _best(run, steps, 1))
-    return times
+            times[name].append(_per_step(run, steps))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def _script(name):
@@ -201,12 +214,7 @@ def conversion_times(nodes, repeats):
                                                           **kwargs)),
                 ("to_function, trainable", lambda: frozen.to_function(
                     graph_def, inputs, outputs, trainable=trainable, **kwargs))):
-            best = float("inf")
-            for _ in range(repeats):
-                start = time.perf_counter()
-                make()
-                best = min(best, time.perf_counter() - start)
-            row[label] = best
+            row[label] = median_seconds(make, repeats)
         out[name] = row
     return out
 
@@ -231,7 +239,7 @@ def main(argv=None):
         print(json.dumps({"step_seconds": steps, "conversion_seconds": convert,
                           "tensorflow": tf.__version__}, indent=2))
         return 0
-    print("TensorFlow %s; MLP %s, batch %d; best of %d x %d steps"
+    print("TensorFlow %s; MLP %s, batch %d; median of %d rounds x %d steps"
           % (tf.__version__, args.widths, args.batch, args.repeats, args.steps))
     print("%-20s %12s %12s" % ("step", "ms", "/ session"))
     for name, seconds in steps.items():

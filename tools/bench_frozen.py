@@ -20,8 +20,10 @@ it to a temporary folder, then times
   once with the C reader (graph_override.frozen.graphdef._scan, where pip built it)
   and once without it, as on a machine without a C compiler;
 
-and reports the best time of each, their ratio, and peak memory (resident
-set size of the process, and Python-level allocations via tracemalloc).
+and reports the median time of each (each repetition runs every side once,
+in a rotating order), their ratios (the median of the ratios within each
+repetition), and peak memory (resident set size of the process, and
+Python-level allocations via tracemalloc).
 Since save() writes deterministic bytes (attr maps in key order, the same
 file in every process), the ratio is also given against protobuf's
 parse + SerializeToString(deterministic=True). Peak memory of each side is
@@ -36,6 +38,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -75,13 +78,10 @@ def synthetic_graph_def(nodes):
     return graph
 
 
-def _best(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+def _seconds(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def run(nodes=200_000, repeats=3):
@@ -148,15 +148,21 @@ def run(nodes=200_000, repeats=3):
                 wire._scan = saved  # pylint: disable=protected-access
 
         frozen.patch(frozen.load(src), ["Sign=ste_sign"])  # warm up (imports, registry)
-        # Side by side, alternating, best of `repeats` each: the machine's
-        # load hits every side alike.
-        times = {f: [] for f in (protobuf_only, protobuf_with_file_io,
-                                 protobuf_deterministic, ours, file_path, file_path_python)}
-        for _ in range(repeats):
-            for f, t in times.items():
-                t.append(_best(f, 1))
+        # Side by side, each side once per repetition in a rotating order, so
+        # the machine's load hits every side alike; medians over repetitions,
+        # and each ratio the median of the ratios within a repetition.
+        sides = [protobuf_only, protobuf_with_file_io, protobuf_deterministic,
+                 ours, file_path, file_path_python]
+        times = {f: [] for f in sides}
+        for rep in range(repeats):
+            for f in sides[rep % len(sides):] + sides[:rep % len(sides)]:
+                times[f].append(_seconds(f))
         base, base_io, base_det, total, by_file, by_file_python = (
-            min(t) for t in times.values())
+            statistics.median(times[f]) for f in sides)
+
+        def ratio(side, to):
+            return round(statistics.median(a / b for a, b in zip(times[side], times[to])), 2)
+
         # tracemalloc slows every Python allocation down, so it gets a run of
         # its own, outside the timings.
         tracemalloc.start()
@@ -170,28 +176,30 @@ def run(nodes=200_000, repeats=3):
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     return {
         "nodes": node_count,
+        "repeats": repeats,
         "bytes": len(data),
         "protobuf_parse_serialize_s": round(base, 4),
         "protobuf_with_file_io_s": round(base_io, 4),
-        "load_s": round(min(parts["load"]), 4),
-        "patch_s": round(min(parts["patch"]), 4),
-        "save_s": round(min(parts["save"]), 4),
+        "load_s": round(statistics.median(parts["load"]), 4),
+        "patch_s": round(statistics.median(parts["patch"]), 4),
+        "save_s": round(statistics.median(parts["save"]), 4),
         "load_patch_save_s": round(total, 4),
-        "ratio": round(total / base, 2),
-        "ratio_with_file_io": round(total / base_io, 2),
+        "ratio": ratio(ours, protobuf_only),
+        "ratio_with_file_io": ratio(ours, protobuf_with_file_io),
         "protobuf_deterministic_s": round(base_det, 4),
-        "ratio_deterministic": round(total / base_det, 2),
+        "ratio_deterministic": ratio(ours, protobuf_deterministic),
         "protobuf_peak_growth_mb": memory["protobuf"],
         "graph_override_peak_growth_mb": memory["graph_override"],
         "memory_ratio": (round(memory["graph_override"] / memory["protobuf"], 2)
                          if memory["protobuf"] and memory["graph_override"] else None),
-        "patch_ratio": round(min(parts["patch"]) / base, 2),
+        "patch_ratio": round(statistics.median(
+            a / b for a, b in zip(parts["patch"], times[protobuf_only])), 2),
         "patch_file_s": round(by_file, 4),
-        "patch_file_ratio": round(by_file / base, 2),
-        "patch_file_ratio_with_file_io": round(by_file / base_io, 2),
+        "patch_file_ratio": ratio(file_path, protobuf_only),
+        "patch_file_ratio_with_file_io": ratio(file_path, protobuf_with_file_io),
         "c_reader": wire.speedups(),
         "patch_file_python_s": round(by_file_python, 4),
-        "patch_file_python_ratio": round(by_file_python / base, 2),
+        "patch_file_python_ratio": ratio(file_path_python, protobuf_only),
         "patch_file_peak_growth_mb": memory["patch_file"],
         "patch_file_memory_ratio": (round(memory["patch_file"] / memory["protobuf"], 2)
                                     if memory["protobuf"] and memory["patch_file"] else None),

@@ -1,27 +1,51 @@
 """The figure of tools/bench.py (docs/benchmarks.png): training ratios,
-construction cost, frozen-graph patching, migration throughput."""
+construction cost, frozen-graph patching, migration throughput. A panel
+whose section is not in the report says so."""
 
 import io
 
 import numpy as np
-
-from bench_common import write_file
 
 
 def _ok(results):
     return bool(results) and all("error" not in r for r in results)
 
 
-def plot(report, path):
-    """A 2x2 figure: training ratios, construction cost, frozen-graph
-    patching, migration throughput (the last two where measured)."""
+def _not_measured(ax):
+    ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
+
+
+def draw(report):
+    """The PNG bytes of a 2x2 figure: training ratios, construction cost,
+    frozen-graph patching, migration throughput (each where measured).
+
+    Raises:
+      ImportError: matplotlib is not installed (the `scripts` extra).
+    """
     import matplotlib  # pylint: disable=import-outside-toplevel
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
 
     fig, axes = plt.subplots(2, 2, figsize=(15, 10))
-    ax = axes[0][0]
-    training = report["training"]
+    _training(axes[0][0], report["training"])
+    _construction(axes[0][1], report["construction"])
+    _frozen(axes[1][0], report["frozen"], report["config"]["frozen_repeats"])
+    _migrate(axes[1][1], report["migrate"])
+    fig.suptitle("graph_override benchmarks: %d cores, TensorFlow %s (%s)" % (
+        report["machine"]["nproc"], report["machine"]["tensorflow"],
+        report["machine"]["date"]))
+    fig.tight_layout()
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
+    plt.close(fig)
+    return png.getvalue()
+
+
+def _training(ax, training):
+    ax.set_title("1. training step (lower is better)")
+    if not training:
+        _not_measured(ax)
+        return
     labels = [r["variant"] for r in training[0]["rows"]]
     width = 0.8 / len(training)
     for i, t in enumerate(training):
@@ -34,12 +58,15 @@ def plot(report, path):
     ax.set_yticklabels(labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("wall time per training step / tanh in a Session (median ratio)")
-    ax.set_title("1. training step (lower is better)")
     ax.legend(fontsize=8, loc="lower right")
     ax.margins(x=0.12)
 
-    ax = axes[0][1]
-    cons = report["construction"]
+
+def _construction(ax, cons):
+    ax.set_title("2. graph construction (lower is better)")
+    if not cons:
+        _not_measured(ax)
+        return
     blabels = [r["variant"].split(" (")[0].split(":")[0] for r in cons[0]["rows"]]
     width = 0.8 / len(cons)
     for i, c in enumerate(cons):
@@ -54,12 +81,12 @@ def plot(report, path):
     ax.set_yticklabels(blabels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("CPU ms per site to build")
-    ax.set_title("2. graph construction (lower is better)")
     ax.legend(fontsize=8, loc="lower right")
     ax.margins(x=0.35)
 
-    ax = axes[1][0]
-    frozen = report["frozen"]
+
+def _frozen(ax, frozen, repeats):
+    ax.set_title("3. frozen-graph patching")
     if _ok(frozen):
         nodes = [r["nodes"] for r in frozen]
         ax.loglog(nodes, [r["protobuf_parse_serialize_s"] for r in frozen], "o-",
@@ -72,14 +99,14 @@ def plot(report, path):
                         (r["nodes"], r["load_patch_save_s"]),
                         textcoords="offset points", xytext=(-30, 8), fontsize=7)
         ax.set_xlabel("GraphDef nodes")
-        ax.set_ylabel("seconds (best of %d)" % report["config"]["frozen_repeats"])
+        ax.set_ylabel("seconds (median of %d)" % repeats)
         ax.legend(fontsize=8)
     else:
-        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
-    ax.set_title("3. frozen-graph patching")
+        _not_measured(ax)
 
-    ax = axes[1][1]
-    migrate = report["migrate"]
+
+def _migrate(ax, migrate):
+    ax.set_title("4. source migration throughput (higher is better)")
     if _ok(migrate):
         names = ["%d files x %d lines" % (r["files"], r["lines"] // max(r["files"], 1))
                  for r in migrate]
@@ -94,15 +121,4 @@ def plot(report, path):
         ax.set_xlabel("lines per second")
         ax.legend(fontsize=8, loc="lower right")
     else:
-        ax.text(0.5, 0.5, "not measured", ha="center", transform=ax.transAxes)
-    ax.set_title("4. source migration throughput (higher is better)")
-    fig.suptitle("graph_override benchmarks: %d cores, TensorFlow %s (%s)" % (
-        report["machine"]["nproc"], report["machine"]["tensorflow"],
-        report["machine"]["date"]))
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=100)
-    write_file(path, png.getvalue())
-    plt.close(fig)
-
-
+        _not_measured(ax)

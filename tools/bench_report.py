@@ -110,7 +110,15 @@ def _cli_section(rows):
     return text + "\n\n" + table
 
 
-def render(report, quick, plot_name):
+def _not_measured(section):
+    return ("Not measured in this report: `--only` ran other sections, and the "
+            "earlier report at this path held no figures of this one. Run "
+            "`python tools/bench.py --only %s` to measure it." % section)
+
+
+def render(report, quick, plot_name, no_figure=None):
+    """The report's Markdown. `plot_name`: the figure beside it, or None if
+    none was drawn (`no_figure` says why)."""
     m = report["machine"]
     out = io.StringIO()
     w = lambda s="": out.write(s + "\n")  # noqa: E731
@@ -126,22 +134,29 @@ def render(report, quick, plot_name):
           m["nproc"], m["cpu"], m["platform"], m["python"], m["tensorflow"],
           m["numpy"], m["protobuf"], m["graph_override"]))
     w()
-    dates = report.get("dates") or {}
+    dates = {k: d for k, d in (report.get("dates") or {}).items() if d}
     if len(set(dates.values())) > 1:
         w("Measured in more than one run (`--only` re-runs a section and keeps "
           "the others): %s." % "; ".join(
               "%s on %s" % (k, dates[k]) for k in SECTIONS if k in dates))
         w()
+    missing = [k for k in SECTIONS if not report.get(k)]
+    if missing:
+        w("Not measured in this report: %s." % ", ".join(missing))
+        w()
     w("Load average (1, 5, 15 min) when the run started: %.2f, %.2f, %.2f; "
       "at its end: %.2f, %.2f, %.2f (other processes share the cores)." % (
           tuple(m["load"]) + tuple(report.get("load_end", (0, 0, 0)))))
     w()
-    w("Times are medians over repetitions; within each repetition the "
-      "alternatives run one after another in a rotating order, so noise from "
-      "other processes hits them alike. A ratio is the median over repetitions "
-      "of the ratio within each repetition.")
+    w("Times are medians over repetitions, in every section; within each "
+      "repetition the alternatives run one after another in a rotating order, "
+      "so noise from other processes hits them alike. A ratio is the median "
+      "over repetitions of the ratio within each repetition.")
     w()
-    w("![benchmarks](%s)" % plot_name)
+    if plot_name is not None:
+        w("![benchmarks](%s)" % plot_name)
+    else:
+        w("No figure was drawn: %s." % (no_figure or "none was asked for"))
     w()
     w("## 1. Training step of a binarized MLP")
     w()
@@ -152,10 +167,14 @@ def render(report, quick, plot_name):
       "operations of the forward pass and loss. `CPU ms`: CPU time of this "
       "process (all its threads) per step, `time.process_time`; less "
       "sensitive than wall time to other processes on the cores.")
+    if not report["training"]:
+        w()
+        w(_not_measured("training"))
     for t in report["training"]:
         w()
         w("### MLP %s (%d repetitions x %d steps)" % (
-            t["title"], report["config"]["train_repeats"], report["config"]["train_steps"]))
+            t["title"], t.get("repeats", report["config"]["train_repeats"]),
+            t.get("steps", report["config"]["train_steps"])))
         w()
         w(_table(["variant", "ms / step (median)", "spread (max-min)",
                   "ratio to tanh Session", "CPU ms / step", "CPU ratio", "ops",
@@ -179,6 +198,9 @@ def render(report, quick, plot_name):
       "time to build the gradient of the sum of all sites (measured up to "
       "%d sites). `CPU`: `time.process_time`, the less noisy measure of this "
       "single-threaded Python work." % report["config"]["build_grad_sites"])
+    if not report["construction"]:
+        w()
+        w(_not_measured("construction"))
     for c in report["construction"]:
         w()
         w("### %d sites (%d repetition%s)" % (c["sites"], c["repeats"],
@@ -195,8 +217,8 @@ def render(report, quick, plot_name):
     w()
     w("## 3. Frozen-graph patching")
     w()
-    if report["frozen"] is None:
-        w("Not measured: tools/bench_frozen.py is not in this tree yet.")
+    if not report["frozen"]:
+        w(_not_measured("frozen"))
     else:
         w("`tools/bench_frozen.py`, each size in a fresh process: a synthetic "
           "frozen binarized network (one node in five a Sign); graph_override's "
@@ -204,19 +226,21 @@ def render(report, quick, plot_name):
           "and `frozen.patch_file` (what `graph-override patch` runs: the same in "
           "one call, on the file's bytes), with the C reader and without it (as "
           "where pip had no C compiler), against protobuf's own "
-          "`GraphDef.FromString` + `SerializeToString` of the same bytes. Best of "
-          "%d runs, the sides alternating. Peak RSS: the peak resident size of "
+          "`GraphDef.FromString` + `SerializeToString` of the same bytes. Median "
+          "of %d runs, each running every side once in a rotating order; a ratio "
+          "is the median of the ratios within each run. Peak RSS: the peak "
+          "resident size of "
           "the benchmark's own process (`VmHWM`), TensorFlow imported; 'after "
           "imports' is that peak before the benchmark starts. Python peak: "
           "tracemalloc's peak of Python allocations during one load+patch+save."
-          % report["config"]["frozen_repeats"])
+          % report["frozen"][0].get("repeats", report["config"]["frozen_repeats"]))
         w()
         w(_frozen_table(report["frozen"]))
     w()
     w("## 4. Source migration throughput")
     w()
-    if report["migrate"] is None:
-        w("Not measured: tools/bench_migrate.py is not in this tree yet.")
+    if not report["migrate"]:
+        w(_not_measured("migrate"))
     else:
         w("`tools/bench_migrate.py`: a generated tree of legacy files dense "
           "with override scopes and registrations (every block has a site to "
@@ -228,7 +252,7 @@ def render(report, quick, plot_name):
     w("## 5. Command-line start")
     w()
     if not report.get("cli"):
-        w("Not measured in this report.")
+        w(_not_measured("cli"))
     else:
         w(_cli_section(report["cli"]))
     w()

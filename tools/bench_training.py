@@ -159,8 +159,8 @@ def bench_training(cfg, log):
                              first_loss=s.first_loss))
             s.close()
         ste = [r["first_loss"] for r in rows if "ste_sign" in r["variant"]]
-        results.append(dict(title=title, rows=rows,
-                            same_loss=max(ste) - min(ste) <= 1e-5 * abs(ste[0])))
+        results.append(dict(title=title, rows=rows, repeats=cfg["train_repeats"],
+                            steps=n, same_loss=max(ste) - min(ste) <= 1e-5 * abs(ste[0])))
     return results
 
 

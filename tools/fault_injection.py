@@ -16,7 +16,9 @@ The faults: kill -9 at several points of `graph-override patch`, of
 resuming must work); two concurrent `patch` writers to one new output; full
 (RLIMIT_FSIZE, SIGXFSZ ignored) and read-only output folders; damaged
 checkpoints (.index or .data truncated, empty, deleted); unreadable inputs
-(/dev/zero, a directory, an empty file).
+(/dev/zero, a directory, an empty file); hostile Python for migrate (nesting
+10,000 deep, a FIFO or a symlink to /dev/zero named *.py, a file over the
+size limit, valid code that is merely deep, migrate_paths given one str).
 
     python tools/fault_injection.py            # every case, a few minutes
     python tools/fault_injection.py --quick    # a subset
@@ -28,8 +30,9 @@ codes`; exits 1 if any of L, T, W is above 0.
 This file is the driver (the list of cases, running them, the report); the
 cases are in fault_injection_kills.py (kill -9), fault_injection_writes.py
 (full and read-only folders, concurrent writers, an existing output) and
-fault_injection_inputs.py (unreadable inputs, damaged checkpoints), and what
-they share in fault_injection_common.py.
+fault_injection_inputs.py (unreadable inputs, damaged checkpoints),
+fault_injection_sources.py (hostile Python for migrate), and what they share
+in fault_injection_common.py.
 """
 
 import argparse
@@ -47,6 +50,7 @@ from fault_injection_common import (Case, Check, Outcome, Run, Shared,  # noqa: 
                                     damage, has_traceback, read_only, run, snapshot)
 from fault_injection_inputs import command_unreadable, train_damaged  # noqa: E402
 from fault_injection_kills import migrate_killed, patch_killed, train_killed  # noqa: E402
+from fault_injection_sources import KINDS, migrate_hostile, migrate_paths_str  # noqa: E402
 from fault_injection_writes import (migrate_full, migrate_read_only,  # noqa: E402
                                     patch_concurrent, patch_existing_output,
                                     patch_full, patch_read_only, train_full,
@@ -97,6 +101,9 @@ def cases():
                 command_unreadable, command, kind, {2})
     add("migrate-input-empty-module", False, command_unreadable, "migrate",
         "empty module", {0})
+    for kind in KINDS:
+        add("migrate-hostile-%s" % kind, kind == "nested-brackets", migrate_hostile, kind)
+    add("migrate-paths-one-str", False, migrate_paths_str)
     return found
 
 

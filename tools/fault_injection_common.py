@@ -11,6 +11,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -123,13 +124,23 @@ def same_graph(path, reference):
 
 
 def snapshot(folder):
-    """{relative path: sha256} of every file under `folder`, hidden ones too."""
+    """{relative path: sha256} of every file under `folder`, hidden ones too.
+
+    A symlink is recorded by its target and a FIFO, device or socket by its
+    kind, never read (a FIFO would block, /dev/zero never ends)."""
     found = {}
     for base, dirs, files in os.walk(folder):
         dirs.sort()
         for name in files:
             path = os.path.join(base, name)
-            found[os.path.relpath(path, folder)] = digest(path)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISREG(mode):
+                what = digest(path)
+            elif stat.S_ISLNK(mode):
+                what = "symlink to " + os.readlink(path)
+            else:
+                what = "special file, mode %o" % stat.S_IFMT(mode)
+            found[os.path.relpath(path, folder)] = what
     return found
 
 

@@ -17,9 +17,14 @@ scope whose ops are created out of the tool's sight (a yield, a helper call,
 an imported graph) and every call of a project's wrapper around
 gradient_override_map are left as they are and listed.
 
+Only regular files of at most 2 MiB are read (a FIFO or a device named *.py
+is refused before anything is read), and code nested over 1,000 levels deep
+is refused before it is parsed; such a file gets an error line naming the
+limit, and the other files are migrated.
+
 Exit status: 0 every site seen was converted, 1 some sites were left
-unconverted (listed), 2 a path could not be read or parsed (such a file is
-never written)."""
+unconverted (listed), 2 a path could not be read or parsed, or a file was
+refused (such a file is never written)."""
 EPILOG = ("examples:\n"
           "  graph-override migrate models/            # show the diff\n"
           "  graph-override migrate models/ --write    # apply it\n"

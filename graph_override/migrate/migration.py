@@ -28,16 +28,17 @@ import ast
 import collections
 import dataclasses
 import difflib
-import io
 import os
 import re
-import tokenize
 
 import libcst as cst
 
 from graph_override.migrate import analysis as _analysis
+from graph_override.migrate import limits as _limits
 from graph_override.migrate import rewrite as _migrate_rewrite
+from graph_override.migrate.sources import as_paths, iter_python_files, read_source
 from graph_override._atomic import atomic_write
+from graph_override._read import read_regular_file
 from graph_override.errors import SourceError
 
 __all__ = [
@@ -179,11 +180,19 @@ def migrate_source(text, filename="<string>", *, keep_registrations=(),
       A `MigrationResult`. Migrating its `text` again changes nothing.
 
     Raises:
-      SourceError: `text` is not valid Python (nothing is migrated).
+      SourceError: `text` is not valid Python, or nests deeper than
+        `graph_override.migrate.limits.MAX_NESTING` levels (nothing is
+        migrated).
     """
     if not isinstance(text, str):
         raise TypeError("migrate_source(text): expected str, got %s"
                         % type(text).__name__)
+    _limits.check_nesting(text, filename)  # before libcst's parser recurses
+    return _limits.run_deep(_migrate_text, filename, text, filename,
+                            keep_registrations, wrappers)
+
+
+def _migrate_text(text, filename, keep_registrations, wrappers):
     module = _parse(text, filename)
     found = {n: w for n, w in (wrappers or {}).items() if n in text}
     found.update({n: dataclasses.replace(w, local=True) for n, w in
@@ -220,52 +229,6 @@ class FileResult:
     written: bool = False
 
 
-_SKIP_DIRS = {"__pycache__", "node_modules"}
-
-
-def iter_python_files(path):
-    """The .py files under `path` (recursively, sorted; hidden and
-    __pycache__ folders skipped, symlinked folders not followed), or `path`
-    itself when it is a file.
-
-    Raises:
-      SourceError: `path` does not exist, or is a file not named *.py.
-    """
-    if os.path.isdir(path):
-        found = []
-        for root, dirs, files in os.walk(path):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                             and d not in _SKIP_DIRS)
-            found.extend(os.path.join(root, f) for f in sorted(files)
-                         if f.endswith(".py"))
-        return found
-    if not os.path.exists(path):
-        raise SourceError("%s: no such file or directory; pass Python files or "
-                          "folders to migrate." % path)
-    if not path.endswith(".py"):
-        raise SourceError("%s: not a Python file (expected a name ending in "
-                          ".py, or a folder to walk)." % path)
-    return [path]
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise SourceError("%s: cannot read the file (%s)." % (
-            path, e.strerror or e)) from None
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
-        text = raw.decode(encoding)
-    except (SyntaxError, UnicodeDecodeError, LookupError) as e:
-        raise SourceError("%s: cannot decode the file as Python source (%s); "
-                          "nothing was migrated." % (path, e)) from None
-    if encoding == "utf-8-sig":
-        text = text.lstrip("\ufeff")
-    return raw, text, encoding
-
-
 def write_atomically(path, data, *, expected=None):
     """Writes bytes `data` to `path` atomically, keeping its permissions.
 
@@ -280,11 +243,15 @@ def write_atomically(path, data, *, expected=None):
     path = os.path.realpath(path)  # write through a symlink, keep the link
     try:
         if expected is not None:
-            with open(path, "rb") as f:
-                if f.read() != expected:
-                    raise SourceError("%s: the file changed while it was being "
-                                      "migrated; it was not written. Run the "
-                                      "migration again." % path)
+            current = read_regular_file(
+                path, len(expected), error=SourceError,
+                expected="the Python file that was migrated",
+                too_large="%s: the file grew while it was being migrated; it "
+                          "was not written. Run the migration again.")
+            if current != expected:
+                raise SourceError("%s: the file changed while it was being "
+                                  "migrated; it was not written. Run the "
+                                  "migration again." % path)
         atomic_write(path, data)
     except OSError as e:
         raise SourceError("%s: cannot write the migrated file (%s); the original "
@@ -298,19 +265,21 @@ def migrate_file(path, *, write=False, keep_registrations=(), wrappers=None):
       A `FileResult`; parse and read errors are reported in it, not raised.
     """
     try:
-        source = _read(path)
+        source = read_source(path)
+        _limits.check_nesting(source[1], path)
     except SourceError as e:
         return FileResult(path, error=str(e))
     return _migrate_read_file(path, source, write, keep_registrations, wrappers)
 
 
 def _migrate_read_file(path, source, write, keep_registrations, wrappers=None):
-    """migrate_file on a file already read: source is _read's (raw, text,
-    encoding); the write checks the file still holds `raw`."""
+    """migrate_file on a file already read and checked (`check_nesting`):
+    source is read_source's (raw, text, encoding); the write checks the file
+    still holds `raw`."""
     raw, text, encoding = source
     try:
-        result = migrate_source(text, path, keep_registrations=keep_registrations,
-                                wrappers=wrappers)
+        result = _limits.run_deep(_migrate_text, path, text, path,
+                                  keep_registrations, wrappers)
     except SourceError as e:
         return FileResult(path, error=str(e))
     written = False
@@ -346,9 +315,24 @@ def migrate_paths(paths, *, write=False):
     Bad paths and unparsable files are reported in the results (their
     `error`), never written, and do not stop the others.
 
+    Args:
+      paths: a list (any iterable) of files and folders; a single path (a
+        str or `os.PathLike`) is taken as one path, never as the characters
+        of a string.
+      write: write the migrated files (atomically).
+
     Returns:
       A list of `FileResult`, in the order of `paths` and then of the walk.
+
+    Raises:
+      TypeError: `paths` or one of them is not a str or `os.PathLike`
+        naming a str path (bytes paths are refused).
     """
+    paths = as_paths(paths)
+    return _limits.run_deep(_migrate_paths, "migrate_paths", paths, write)
+
+
+def _migrate_paths(paths, write):
     plan, files = [], []  # plan: per path, its files or its error
     for path in paths:
         try:
@@ -362,13 +346,14 @@ def migrate_paths(paths, *, write=False):
     sources, uses, defined = {}, {}, {}
     for f in files:
         try:
-            sources[f] = _read(f)
+            sources[f] = read_source(f)
+            _limits.check_nesting(sources[f][1], f)  # before the scan parses it
+            defined[f] = _limits.run_deep(_analysis.find_wrappers, f, sources[f][1], f)
         except SourceError as e:
             sources[f] = e
             continue
         text = sources[f][1]
         uses[f] = map_names(text) if "gradient_override_map" in text else set()
-        defined[f] = _analysis.find_wrappers(text, f)
     counts = collections.Counter(n for names in uses.values() for n in names)
     results = []
     for entry in plan:

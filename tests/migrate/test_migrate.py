@@ -475,14 +475,18 @@ def test_cli_permission_denied_is_exit_2(tmp_path, capsys, monkeypatch):
     path = tmp_path / "locked.py"
     path.write_text(LEGACY)
 
+    real_open = os.open
+
     def denied(file, *args, **kwargs):
-        raise PermissionError(13, "Permission denied", str(file))
+        if os.fspath(file) == str(path):
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
 
     # Tests may run as root, where chmod 000 does not stop a read.
-    monkeypatch.setattr(_migration, "open", denied, raising=False)
+    monkeypatch.setattr(os, "open", denied)
     assert cli.main(["migrate", str(path), "--write"]) == 2
     _, err = capsys.readouterr()
-    assert "%s: cannot read the file (Permission denied)" % path in err
+    assert "%s: cannot be read: Permission denied" % path in err
     monkeypatch.undo()
     assert path.read_text() == LEGACY
 

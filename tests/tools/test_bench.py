@@ -1,6 +1,7 @@
 """tools/bench.py: runs end to end with --quick and writes its tables and
 plot; what it times computes the right thing. No timed assertion here."""
 
+import importlib
 import os
 import pathlib
 import re
@@ -25,9 +26,10 @@ def bench(load_tool):
 @pytest.fixture(scope="module")
 def sections(bench):  # pylint: disable=redefined-outer-name
     """The section modules beside bench.py, which puts their folder on
-    sys.path and imports them."""
-    return {name: sys.modules["bench_" + name] for name in (
-        "training", "construction", "capabilities", "cli", "report", "common")}
+    sys.path (and imports them only when a section runs)."""
+    return {name: importlib.import_module("bench_" + name) for name in (
+        "training", "construction", "capabilities", "cli", "report", "common",
+        "plot", "frozen", "convert")}
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +201,151 @@ def test_cli_section_shows_both_ratios_and_the_goals(sections):
 def test_benchmark_modules_stay_small():
     for path in sorted((ROOT / "tools").glob("bench*.py")):
         assert len(path.read_text().splitlines()) < 400, path.name
+
+
+# ---------------------------------------------------------------------------
+# Running to the end in any environment, and telling only the truth.
+
+CLI_ROWS = [dict(command="python -c pass", seconds=0.1, spread=0.01, ratio_python=1.0,
+                 ratio_tensorflow=0.02, exit_status=0, goal=None, repeats=1)]
+
+
+@pytest.fixture
+def cli_only(bench, monkeypatch, tmp_path):
+    """bench.main(--only cli) into a new file, the section's figures canned
+    (nothing is timed): (status, report text, png path)."""
+    ran = []
+
+    def run_section(section, cfg, log):
+        ran.append(section)
+        return CLI_ROWS
+
+    monkeypatch.setattr(bench, "run_section", run_section)
+
+    def run():
+        out = tmp_path / "new" / "report.md"
+        status = bench.main(["--quick", "--only", "cli", "--out", str(out)])
+        assert ran == ["cli"]
+        return status, out.read_text(), out.with_suffix(".png")
+    return run
+
+
+def test_only_into_a_new_file_writes_no_false_text(cli_only, capsys):
+    status, text, png = cli_only()
+    capsys.readouterr()
+    assert status == 0
+    assert "not in this tree yet" not in text and "None" not in text
+    assert "Not measured in this report: training, construction, frozen, migrate." in text
+    for section in ("training", "construction", "frozen", "migrate"):
+        assert "Run `python tools/bench.py --only %s` to measure it." % section in text
+    assert "| python -c pass | 0.100 |" in text
+    # The figure is drawn (each missing panel says "not measured") and linked.
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![benchmarks](report.png)" in text
+    assert sorted(os.listdir(png.parent)) == ["report.md", "report.png"]
+
+
+def test_without_matplotlib_the_report_is_written_without_a_figure(cli_only, monkeypatch,
+                                                                   capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib fails
+    status, text, png = cli_only()
+    out = capsys.readouterr().out
+    assert status == 0
+    assert not png.exists()
+    assert "![benchmarks]" not in text
+    assert ("No figure was drawn: matplotlib is not installed (import of matplotlib "
+            "halted; None in sys.modules); `pip install -e .[scripts]` installs it.") in text
+    assert "no figure: matplotlib is not installed" in out
+
+
+@pytest.mark.slow
+def test_quick_run_without_matplotlib_exits_0_without_a_traceback(tmp_path):
+    out = tmp_path / "report.md"
+    code = ("import runpy, sys\n"
+            "sys.modules['matplotlib'] = None\n"
+            "sys.argv = ['bench.py', '--quick', '--only', 'cli', '--out', %r]\n"
+            "runpy.run_path(%r, run_name='__main__')\n" % (str(out), str(SCRIPT)))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert "No figure was drawn: matplotlib is not installed" in out.read_text()
+    assert not out.with_suffix(".png").exists()
+
+
+def test_help_answers_without_importing_tensorflow():
+    code = ("import runpy, sys\n"
+            "sys.argv = ['bench.py', '--help']\n"
+            "try:\n"
+            "    runpy.run_path(%r, run_name='__main__')\n"
+            "except SystemExit as e:\n"
+            "    status = e.code\n"
+            "heavy = sorted(m for m in ('tensorflow', 'keras', 'matplotlib') if m in sys.modules)\n"
+            "print('heavy:', heavy)\n"
+            "sys.exit(status)\n" % str(SCRIPT))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("usage: bench.py")
+    assert proc.stdout.rstrip().endswith("heavy: []")
+
+
+def test_frozen_figures_are_medians_and_ratios_medians_of_ratios(sections, monkeypatch):
+    bench_frozen = sections["frozen"]
+    # Seconds each side "takes" in repetitions 1, 2, 3 (the work runs for real,
+    # on a tiny graph; only the clock is scripted).
+    scripted = {"protobuf_only": [1.0, 5.0, 2.0], "protobuf_with_file_io": [2.0, 2.0, 8.0],
+                "protobuf_deterministic": [1.0, 1.0, 1.0], "ours": [4.0, 10.0, 6.0],
+                "file_path": [3.0, 0.5, 4.0], "file_path_python": [9.0, 9.0, 1.0]}
+    calls = {k: iter(v) for k, v in scripted.items()}
+
+    def seconds(fn):
+        fn()
+        return next(calls[fn.__name__])
+
+    monkeypatch.setattr(bench_frozen, "_seconds", seconds)
+    monkeypatch.setattr(bench_frozen, "_child_peak_mb", lambda *a: 1.0)
+    r = bench_frozen.run(nodes=50, repeats=3)
+    assert r["repeats"] == 3
+    assert r["protobuf_parse_serialize_s"] == 2.0      # best of 3 would be 1.0
+    assert r["load_patch_save_s"] == 6.0               # best of 3 would be 4.0
+    assert r["patch_file_s"] == 3.0 and r["patch_file_python_s"] == 9.0
+    assert r["ratio"] == 3.0                           # median of 4, 2, 3
+    assert r["ratio_with_file_io"] == 2.0              # median of 2, 5, 0.75
+    assert r["patch_file_ratio"] == 2.0                # median of 3, 0.1, 2
+    assert r["nodes_changed"] > 0
+
+
+def test_frozen_report_text_says_median(sections):
+    row = dict(nodes=10, repeats=5, error="x")
+    report = {"machine": dict(date="d", nproc=2, cpu="c", platform="p", python="3",
+                              tensorflow="2", numpy="1", protobuf="4", graph_override="0",
+                              load=(0, 0, 0)),
+              "config": dict(frozen_repeats=3, build_grad_sites=1, train_repeats=1,
+                             train_steps=1),
+              "training": [], "construction": [], "frozen": [row], "migrate": None,
+              "cli": None, "dates": {}}
+    text = sections["report"].render(report, False, "b.png")
+    assert "Median of 5 runs, each running every side once in a rotating order" in text
+    assert "Best of" not in text and "best of" not in text
+
+
+def test_convert_figures_are_medians(sections, monkeypatch):
+    bench_convert = sections["convert"]
+    clock = iter([0.0, 1.0, 10.0, 15.0, 20.0, 22.0])   # calls of 1, 5 and 2 seconds
+    made = []
+    assert bench_convert.median_seconds(lambda: made.append(1), 3,
+                                        clock=lambda: next(clock)) == 2.0
+    assert len(made) == 3
+    rounds = iter(range(18))                            # 3 rounds x 6 variants
+
+    def per_step(run, steps):
+        run()
+        i = next(rounds)
+        return [1.0, 5.0, 2.0][i // 6] * (i % 6 + 1)   # round r, variant v: f(r) * (v + 1)
+
+    monkeypatch.setattr(bench_convert, "_per_step", per_step)
+    times = bench_convert.step_times([4, 8, 3], 2, 1, 3)
+    assert list(times) == ["session", "frozen eager", "frozen function",
+                           "portable function", "tf2 eager", "tf2 function"]
+    assert list(times.values()) == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]  # medians, not minima

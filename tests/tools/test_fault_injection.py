@@ -132,20 +132,58 @@ def test_summary_table_and_selection(faults):
         "train-damaged-index-deleted"]
 
 
-@pytest.mark.slow
-def test_quick_training_faults_lose_nothing_and_exit_clearly(tmp_path):
-    # The script end to end, on faults of the training script.
+def _run_faults(tmp_path, *patterns):
+    """tools/fault_injection.py -k PATTERN...: (its exit status, the table's
+    rows by case, its last line); its temporary folders go under tmp_path."""
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                           "tools", "fault_injection.py")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(tmp_path))
-    proc = subprocess.run(
-        [sys.executable, script, "-k", "train-damaged-data-truncated",
-         "-k", "train-read-only-log", "-k", "train-input-directory"],
-        capture_output=True, text=True, env=env, timeout=900)
-    lines = proc.stdout.strip().splitlines()
-    assert lines[-1] == "faults: 3 cases, 0 losses, 0 tracebacks, 0 wrong exit codes", (
-        proc.stdout + proc.stderr[-2000:])
-    assert proc.returncode == 0
-    rows = {l.split()[0]: l.split()[1:6] for l in lines[1:-1]}
+    argv = [sys.executable, script] + [a for p in patterns for a in ("-k", p)]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=1200)
+    lines = proc.stdout.strip().splitlines() or [proc.stderr[-2000:]]
+    return proc.returncode, {l.split()[0]: l.split()[1:6] for l in lines[1:-1]}, lines[-1]
+
+
+@pytest.mark.slow
+def test_quick_training_faults_lose_nothing_and_exit_clearly(tmp_path):
+    # The script end to end, on faults of the training script.
+    status, rows, last = _run_faults(tmp_path, "train-damaged-data-truncated",
+                                     "train-read-only-log", "train-input-directory")
+    assert last == "faults: 3 cases, 0 losses, 0 tracebacks, 0 wrong exit codes", rows
+    assert status == 0
     assert rows["train-damaged-data-truncated"] == ["2", "2", "0", "0", "0"]
     assert os.listdir(str(tmp_path)) == []  # its temporary folders are gone
+
+
+def test_snapshot_never_reads_fifos_or_devices(faults, tmp_path):
+    import threading
+    os.mkfifo(tmp_path / "pipe.py")                   # reading would block
+    os.symlink("/dev/zero", tmp_path / "zero.py")     # reading would never end
+    (tmp_path / "m.py").write_bytes(b"x = 1\n")
+    found = []
+    worker = threading.Thread(target=lambda: found.append(faults.snapshot(str(tmp_path))),
+                              daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert found, "snapshot blocked on a special file"
+    assert found[0]["zero.py"] == "symlink to /dev/zero"
+    assert found[0]["pipe.py"].startswith("special file, mode ")
+    assert len(found[0]["m.py"]) == 64
+
+
+def test_migrate_hostile_cases_are_listed(faults):
+    names = [c.name for c in faults.cases()]
+    for kind in ("nested-brackets", "nested-elif", "nested-not", "huge-file", "fifo",
+                 "dev-zero-symlink", "sum-400", "lists-200"):
+        assert "migrate-hostile-%s" % kind in names
+    assert "migrate-paths-one-str" in names
+
+
+@pytest.mark.slow
+def test_hostile_python_for_migrate_loses_nothing_and_exits_2(tmp_path):
+    status, rows, last = _run_faults(tmp_path, "migrate-hostile", "migrate-paths-one-str")
+    assert last == "faults: 9 cases, 0 losses, 0 tracebacks, 0 wrong exit codes", rows
+    assert status == 0
+    assert rows["migrate-hostile-fifo"] == ["2", "2", "0", "0", "0"]
+    assert rows["migrate-hostile-sum-400"] == ["0", "0/1", "0", "0", "0"]
+    assert os.listdir(str(tmp_path)) == []

@@ -16,11 +16,11 @@ back, and never a partial file.
 """
 
 import os
-import stat
 
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
+from graph_override import _read
 from graph_override._atomic import atomic_write
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef import formats
@@ -127,37 +127,14 @@ def read_regular_file(path):
     """The bytes of the regular file `path`, reading at most MAX_BYTES + 1.
 
     Opened without blocking and checked on the open descriptor, so a FIFO,
-    a device (/dev/zero) or a socket is refused before anything is read.
+    a device (/dev/zero) or a socket is refused before anything is read
+    (see `graph_override._read`).
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as e:
-        raise GraphDefError("%s: cannot be read: %s" % (path, e.strerror or e)) from e
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)"
-                    if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode)
-                    or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-                    else "not a regular file")
-            raise GraphDefError("%s: is %s, not a regular file; expected a GraphDef "
-                                "file (.pb or .pbtxt). Nothing was read." % (path, kind))
-        limit = MAX_BYTES + 1
-        try:
-            chunks = [f.read(min(os.fstat(fd).st_size, MAX_BYTES) + 1)]
-            total = len(chunks[0])
-            while chunks[-1] and total < limit:  # the file grew meanwhile
-                chunks.append(f.read(min(limit - total, 1 << 24)))
-                total += len(chunks[-1])
-        except OSError as e:
-            raise GraphDefError("%s: cannot be read: %s" % (path, e.strerror or e)) from e
-    if total > MAX_BYTES:
-        raise GraphDefError(
-            "%s: is over %d bytes, protobuf's 2 GB limit for one message, so it "
-            "cannot be a GraphDef; stopped reading there." % (path, MAX_BYTES))
-    chunks = [c for c in chunks if c]  # the last read is usually the empty one at the end
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return _read.read_regular_file(
+        path, MAX_BYTES, error=GraphDefError,
+        expected="a GraphDef file (.pb or .pbtxt)",
+        too_large="%%s: is over %d bytes, protobuf's 2 GB limit for one message, "
+                  "so it cannot be a GraphDef; stopped reading there." % MAX_BYTES)
 
 
 def load(path):
