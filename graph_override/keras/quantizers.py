@@ -4,8 +4,9 @@ A quantizer is a Keras layer that maps a full-precision tensor to a quantized
 one with a straight-through gradient; the quantized layers
 (`graph_override.keras.layers`) apply one to their input
 (``input_quantizer``) and one to each kernel (``kernel_quantizer``). Each is
-bitwise larq 0.13.3's, forward and gradient, because the estimators are
-`graph_override.tf2`'s, which are:
+bitwise larq 0.13.3's, forward and gradient: the forward values are
+`graph_override.tf2`'s estimators, the gradients larq's expressions (see
+`graph_override.keras._functions` for why). The quantizers:
 
 ==========================  =====================  ==========  ================
 name (`get`)                class                  precision   function
@@ -29,7 +30,7 @@ import difflib
 
 import tensorflow as tf
 
-from graph_override import _keras, tf2
+from graph_override import _keras
 from graph_override.errors import QuantizerError
 
 __all__ = [
@@ -39,34 +40,10 @@ __all__ = [
     "serialize", "ste_heaviside", "ste_sign", "ste_tern", "swish_sign",
 ]
 
-ste_sign = tf2.ste_sign
-approx_sign = tf2.approx_sign
-swish_sign = tf2.swish_sign
-ste_heaviside = tf2.ste_heaviside
-ste_tern = tf2.ste_tern
-
-
-def magnitude_aware_sign(x, clip_value=1.0):
-    """Bi-Real Net's scaled sign: ``mean(|x|) * ste_sign(x)``, the mean taken
-    over every axis but the last (per output channel of a kernel) and held
-    constant in the gradient.
-
-    forward: ``q(x) = s * sign(x)``, ``s = mean(|x|, axes[:-1])``, sign(0) = 1;
-    gradient: ``dq/dx = s`` where ``|x| <= clip_value``, else 0.
-
-    Example:
-      >>> import tensorflow as tf
-      >>> from graph_override.keras import quantizers
-      >>> x = tf.constant([[-1.0, 0.5], [0.0, -1.5]])
-      >>> quantizers.magnitude_aware_sign(x).numpy().tolist()
-      [[-0.5, 1.0], [0.5, -1.0]]
-
-    Reference: Liu et al., "Bi-Real Net", https://arxiv.org/abs/1808.00278.
-    """
-    x = tf.convert_to_tensor(x)
-    scale = tf.stop_gradient(
-        tf.reduce_mean(tf.abs(x), axis=list(range(len(x.shape) - 1))))
-    return scale * ste_sign(x, clip_value=clip_value)
+from graph_override.keras._functions import (approx_sign, magnitude_aware_sign,
+                                             ste_heaviside, ste_sign, ste_tern,
+                                             swish_sign)
+from graph_override.keras._functions import dorefa_k_bit as _dorefa_k_bit
 
 
 class Quantizer(tf.keras.layers.Layer):
@@ -249,6 +226,9 @@ class DoReFa(Quantizer):
         if mode not in ("activations", "weights"):
             raise QuantizerError("DoReFa(mode=%r): the mode is 'activations' or "
                                  "'weights'." % (mode,))
+        if isinstance(k_bit, bool) or not isinstance(k_bit, int) or not 1 <= k_bit <= 32:
+            raise QuantizerError("DoReFa(k_bit=%r): the bit width is an integer "
+                                 "from 1 to 32." % (k_bit,))
         self.precision = k_bit
         self.mode = mode
         super().__init__(**kwargs)
@@ -258,7 +238,9 @@ class DoReFa(Quantizer):
             limited = tf.math.tanh(inputs)
             dividend = tf.stop_gradient(tf.math.reduce_max(tf.math.abs(limited)))
             inputs = tf.math.divide_no_nan(limited, 2.0 * dividend) + 0.5
-        outputs = tf2.dorefa_quantize(inputs, k_bit=self.precision)
+        else:
+            inputs = tf.clip_by_value(inputs, 0.0, 1.0)
+        outputs = _dorefa_k_bit(inputs, self.precision)
         return 2.0 * outputs - 1.0 if self.mode == "weights" else outputs
 
     def _settings(self):
