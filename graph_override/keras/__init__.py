@@ -8,6 +8,7 @@ and load by name (``.keras``, ``.h5``) with no ``custom_objects``; models
 that larq saved load with `load_larq_model`. See docs/guide/keras.md.
 """
 
-from graph_override.keras import constraints, layers, quantizers
+from graph_override.keras import constraints, layers, models, quantizers
+from graph_override.keras.models import summary
 
-__all__ = ["constraints", "layers", "quantizers"]
+__all__ = ["constraints", "layers", "models", "quantizers", "summary"]
