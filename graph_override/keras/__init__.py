@@ -8,7 +8,9 @@ and load by name (``.keras``, ``.h5``) with no ``custom_objects``; models
 that larq saved load with `load_larq_model`. See docs/guide/keras.md.
 """
 
-from graph_override.keras import constraints, layers, models, quantizers
+from graph_override.keras import constraints, layers, loading, models, quantizers
+from graph_override.keras.loading import larq_custom_objects, load_larq_model
 from graph_override.keras.models import summary
 
-__all__ = ["constraints", "layers", "models", "quantizers", "summary"]
+__all__ = ["constraints", "larq_custom_objects", "layers", "load_larq_model", "loading",
+           "models", "quantizers", "summary"]
