@@ -8,7 +8,9 @@ import pytest
 MODULES = ["graph_override.registry", "graph_override.scope", "graph_override.overrides",
            "graph_override.stopgrad", "graph_override.tf2", "graph_override.legacy",
            "graph_override.testing",
-           "graph_override.estimators"]
+           "graph_override.estimators", "graph_override.keras.quantizers",
+           "graph_override.keras.constraints", "graph_override.keras.layers",
+           "graph_override.keras.models"]
 
 
 def _examples(module_name):

@@ -250,11 +250,11 @@ def summary(model, print_fn=None, include_macs=True):
       >>> model = tf.keras.Sequential([
       ...     tf.keras.Input((4,)),
       ...     lq.layers.QuantDense(2, kernel_quantizer="ste_sign",
-      ...                          kernel_constraint="weight_clip", name="d")])
+      ...                          kernel_constraint="weight_clip")], name="tiny")
       >>> lines = []
       >>> lq.models.summary(model, print_fn=lines.append)
       >>> print(lines[1].splitlines()[-3])
-      | Compression Ratio of Memory               0.30 |
+      | Compression Ratio of Memory    0.23    |
 
     Args:
       model: a built Keras model.

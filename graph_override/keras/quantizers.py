@@ -8,22 +8,20 @@ bitwise larq 0.13.3's, forward and gradient: the forward values are
 `graph_override.tf2`'s estimators, the gradients larq's expressions (see
 `graph_override.keras._functions` for why). The quantizers:
 
-==========================  =====================  ==========  ================
-name (`get`)                class                  precision   function
-==========================  =====================  ==========  ================
-``"ste_sign"``              `SteSign`              1           `ste_sign`
-``"approx_sign"``           `ApproxSign`           1           `approx_sign`
-``"swish_sign"``            `SwishSign`            1           `swish_sign`
-``"ste_heaviside"``         `SteHeaviside`         1           `ste_heaviside`
-``"ste_tern"``              `SteTern`              2           `ste_tern`
-``"magnitude_aware_sign"``  `MagnitudeAwareSign`   1           `magnitude_aware_sign`
-``"dorefa_quantizer"``      `DoReFa`               k_bit       -
-``"noop"``                  `NoOp`                 as given    -
-==========================  =====================  ==========  ================
+| name (`get`)             | class                | precision | function               |
+|--------------------------|----------------------|-----------|------------------------|
+| ``"ste_sign"``           | `SteSign`            | 1         | `ste_sign`             |
+| ``"approx_sign"``        | `ApproxSign`         | 1         | `approx_sign`          |
+| ``"swish_sign"``         | `SwishSign`          | 1         | `swish_sign`           |
+| ``"ste_heaviside"``      | `SteHeaviside`       | 1         | `ste_heaviside`        |
+| ``"ste_tern"``           | `SteTern`            | 2         | `ste_tern`             |
+| ``"magnitude_aware_sign"`` | `MagnitudeAwareSign` | 1       | `magnitude_aware_sign` |
+| ``"dorefa_quantizer"``   | `DoReFa`             | k_bit     | -                      |
+| ``"noop"``               | `NoOp`               | as given (32 by name) | -          |
 
 ``precision`` is what `graph_override.keras.models.summary` counts a
-quantized weight as. Names, classes, `tf2.Estimator` objects and any callable
-are accepted wherever a quantizer is (`get`).
+quantized weight as. Names, quantizer objects, `tf2.Estimator` objects and any
+function of one tensor are accepted wherever a quantizer is (`get`).
 """
 
 import difflib
@@ -301,7 +299,7 @@ def get(identifier, layer=None, argument=None):
       >>> quantizers.get("ste_sing", "QuantDense", "kernel_quantizer")
       Traceback (most recent call last):
       ...
-      graph_override.errors.QuantizerError: QuantDense(kernel_quantizer=...): no quantizer named 'ste_sing'. Did you mean 'ste_sign'? Quantizers: approx_sign, dorefa_quantizer, magnitude_aware_sign, noop, ste_heaviside, ste_sign, ste_tern, swish_sign.
+      graph_override.errors.QuantizerError: QuantDense(kernel_quantizer=...): no quantizer named 'ste_sing'. Did you mean 'ste_sign' or 'ste_tern'? Quantizers: approx_sign, dorefa_quantizer, magnitude_aware_sign, noop, ste_heaviside, ste_sign, ste_tern, swish_sign.
 
     Args:
       identifier: what to resolve.
