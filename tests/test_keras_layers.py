@@ -96,7 +96,7 @@ CASES = [
 
 def _quantizer_args(cls):
     args = {"input_quantizer": "ste_sign"}
-    for argument, _ in cls._quantizer_arguments:  # pylint: disable=protected-access
+    for argument, _ in cls.quantizer_arguments:
         args[argument] = "ste_sign"
     return args
 
@@ -111,7 +111,7 @@ def test_layer_is_the_keras_layer_on_quantized_values(quant, plain, shape, kwarg
     latent = [rng.choice(EDGES, size=w.shape).astype(np.float32) for w in ours.get_weights()]
     ours.set_weights(latent)
     quantized = {id(v) for _, v, _ in lq.layers.quantized_weights(ours)}
-    assert len(quantized) == len(quant._quantizer_arguments)  # pylint: disable=protected-access
+    assert len(quantized) == len(quant.quantizer_arguments)
     ref.set_weights([_sign(w) if id(v) in quantized else w
                      for w, v in zip(latent, ours.weights)])
     xt = tf.constant(x)

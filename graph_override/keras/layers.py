@@ -68,7 +68,7 @@ def quantized_weights(layer):
     with its quantizer (none for a layer that is not one of these, or a
     kernel without quantizer)."""
     found = []
-    for argument, attributes in getattr(layer, "_quantizer_arguments", ()):
+    for argument, attributes in getattr(layer, "quantizer_arguments", ()):
         quantizer = getattr(layer, argument, None)
         for attribute in attributes:
             slot = _slot(layer, attribute)
@@ -87,13 +87,14 @@ def _is_binary(quantizer):
 class _QuantizedLayer:
     """The quantizer arguments, resolved, checked, applied and saved."""
 
-    # (argument, the attribute names of its weight in Keras 2 / Keras 3)
-    _quantizer_arguments = (("kernel_quantizer", ("kernel",)),)
+    # Each quantizer argument with the attribute names of its weight, Keras 2's
+    # first (Keras 3 calls the depthwise kernel "kernel").
+    quantizer_arguments = (("kernel_quantizer", ("kernel",)),)
 
     def __init__(self, *args, input_quantizer=None, **kwargs):
         name = type(self).__name__
         resolved = [("input_quantizer", quantizers.get(input_quantizer, name, "input_quantizer"))]
-        for argument, _ in self._quantizer_arguments:
+        for argument, _ in self.quantizer_arguments:
             resolved.append((argument, quantizers.get(kwargs.pop(argument, None), name, argument)))
         for key in [k for k in kwargs if k.endswith("_constraint")]:
             kwargs[key] = constraints.get(kwargs[key], name, key)
@@ -126,7 +127,7 @@ class _QuantizedLayer:
     def get_config(self):
         config = super().get_config()
         config["input_quantizer"] = quantizers.serialize(self.input_quantizer)
-        for argument, _ in self._quantizer_arguments:
+        for argument, _ in self.quantizer_arguments:
             config[argument] = quantizers.serialize(getattr(self, argument))
         return config
 
@@ -233,14 +234,14 @@ class QuantDepthwiseConv2D(_QuantizedLayer, _PadValues, _K.DepthwiseConv2D):
     kernel (``depthwise_quantizer``, ``depthwise_constraint``), and
     `pad_values`."""
 
-    _quantizer_arguments = (("depthwise_quantizer", ("depthwise_kernel", "kernel")),)
+    quantizer_arguments = (("depthwise_quantizer", ("depthwise_kernel", "kernel")),)
 
 
 class QuantSeparableConv1D(_QuantizedLayer, _PadValues, _K.SeparableConv1D):
     """`keras.layers.SeparableConv1D` with quantized input, depthwise and
     pointwise kernels, and `pad_values`."""
 
-    _quantizer_arguments = (("depthwise_quantizer", ("depthwise_kernel",)),
+    quantizer_arguments = (("depthwise_quantizer", ("depthwise_kernel",)),
                             ("pointwise_quantizer", ("pointwise_kernel",)))
 
 
@@ -248,7 +249,7 @@ class QuantSeparableConv2D(_QuantizedLayer, _PadValues, _K.SeparableConv2D):
     """`keras.layers.SeparableConv2D` with quantized input, depthwise and
     pointwise kernels, and `pad_values`."""
 
-    _quantizer_arguments = QuantSeparableConv1D._quantizer_arguments
+    quantizer_arguments = QuantSeparableConv1D.quantizer_arguments
 
 
 LAYERS = (QuantConv1D, QuantConv2D, QuantConv2DTranspose, QuantConv3D,
