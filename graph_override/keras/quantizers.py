@@ -92,7 +92,23 @@ class NoOp(Quantizer):
         return {"precision": self.precision}
 
 
-class SteSign(Quantizer):
+class _Clipped(Quantizer):
+    """A quantizer whose one setting is `clip_value` (None: no clipping)."""
+
+    function = None  # the quantizer function, of (x, clip_value)
+
+    def __init__(self, clip_value=1.0, **kwargs):
+        self.clip_value = clip_value
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        return self.function(inputs, clip_value=self.clip_value)
+
+    def _settings(self):
+        return {"clip_value": self.clip_value}
+
+
+class SteSign(_Clipped):
     """Binarization with the straight-through estimator: ``q(x) = -1`` for
     ``x < 0``, ``+1`` for ``x >= 0`` (also for -0.0); ``dq/dx = 1`` where
     ``|x| <= clip_value`` (inclusive; None: everywhere), else 0.
@@ -103,15 +119,7 @@ class SteSign(Quantizer):
 
     precision = 1
 
-    def __init__(self, clip_value=1.0, **kwargs):
-        self.clip_value = clip_value
-        super().__init__(**kwargs)
-
-    def call(self, inputs):
-        return ste_sign(inputs, clip_value=self.clip_value)
-
-    def _settings(self):
-        return {"clip_value": self.clip_value}
+    function = staticmethod(ste_sign)
 
 
 class ApproxSign(Quantizer):
@@ -126,21 +134,13 @@ class ApproxSign(Quantizer):
         return approx_sign(inputs)
 
 
-class SteHeaviside(Quantizer):
+class SteHeaviside(_Clipped):
     """``q(x) = 1`` for ``x > 0``, 0 for ``x <= 0``; ``dq/dx = 1`` where
     ``|x| <= clip_value``, else 0."""
 
     precision = 1
 
-    def __init__(self, clip_value=1.0, **kwargs):
-        self.clip_value = clip_value
-        super().__init__(**kwargs)
-
-    def call(self, inputs):
-        return ste_heaviside(inputs, clip_value=self.clip_value)
-
-    def _settings(self):
-        return {"clip_value": self.clip_value}
+    function = staticmethod(ste_heaviside)
 
 
 class SwishSign(Quantizer):
@@ -163,20 +163,12 @@ class SwishSign(Quantizer):
         return {"beta": self.beta}
 
 
-class MagnitudeAwareSign(Quantizer):
+class MagnitudeAwareSign(_Clipped):
     """`magnitude_aware_sign` as a layer (Bi-Real Net's weight quantizer)."""
 
     precision = 1
 
-    def __init__(self, clip_value=1.0, **kwargs):
-        self.clip_value = clip_value
-        super().__init__(**kwargs)
-
-    def call(self, inputs):
-        return magnitude_aware_sign(inputs, clip_value=self.clip_value)
-
-    def _settings(self):
-        return {"clip_value": self.clip_value}
+    function = staticmethod(magnitude_aware_sign)
 
 
 class SteTern(Quantizer):
