@@ -1,6 +1,7 @@
 """Training with graph_override.keras layers: a binarized CNN learns the
 bundled digits with model.fit, MirroredStrategy over two logical CPU devices
-gives one device's weights, and jit_compile=True gives the same steps."""
+gives one device's weights, as does MultiWorkerMirroredStrategy with two local
+worker processes (Keras 2), and jit_compile=True gives the same steps."""
 
 import os
 import subprocess
@@ -105,3 +106,59 @@ def test_jit_compile_trains_as_without():
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
     assert any(np.abs(a).max() > 0 for a in results[0])
+
+
+_WORKER = r"""
+import sys, numpy as np, tensorflow as tf
+sys.path.insert(0, "tests")
+from test_keras_training import binarized_cnn
+from graph_override.training import data
+split = data.digits_splits()
+strategy = (tf.distribute.MultiWorkerMirroredStrategy() if sys.argv[1] == "2"
+            else tf.distribute.get_strategy())
+tf.keras.utils.set_random_seed(1)
+with strategy.scope():
+    model = binarized_cnn(batch_norm=False)
+    model.compile(tf.keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy")
+initial = model.get_weights()
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+dataset = tf.data.Dataset.from_tensor_slices((split.x_train[:256], split.y_train[:256]))
+model.fit(dataset.batch(64).with_options(options), epochs=2, verbose=0)
+np.savez(sys.argv[2], **{"w%d" % i: w for i, w in enumerate(model.get_weights())},
+         **{"init%d" % i: w for i, w in enumerate(initial)})
+"""
+
+
+def _free_port():
+    import socket  # pylint: disable=import-outside-toplevel
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(hasattr(tf.keras, "ops"), reason=(
+    "Keras 3's model.fit under MultiWorkerMirroredStrategy fails on TensorFlow 2.21 for a "
+    "plain Dense model too (a PerReplica value converted to a Tensor)"))
+def test_multi_worker_mirrored_strategy_gives_one_devices_weights(tmp_path):
+    import json  # pylint: disable=import-outside-toplevel
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cluster = {"worker": ["localhost:%d" % _free_port() for _ in range(2)]}
+    workers = [subprocess.Popen(
+        [sys.executable, "-c", _WORKER, "2", str(tmp_path / ("worker%d.npz" % i))],
+        env=dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
+                                            "task": {"type": "worker", "index": i}})),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for i in range(2)]
+    for worker in workers:
+        out, _ = worker.communicate(timeout=600)
+        assert worker.returncode == 0, out.decode()[-3000:]
+    subprocess.run([sys.executable, "-c", _WORKER, "1", str(tmp_path / "one.npz")], check=True,
+                   env=env, cwd=ROOT, capture_output=True)
+    one, first, second = (np.load(str(tmp_path / n))
+                          for n in ("one.npz", "worker0.npz", "worker1.npz"))
+    for i in range(4):
+        np.testing.assert_array_equal(first["init%d" % i], one["init%d" % i])
+        assert np.abs(one["w%d" % i] - one["init%d" % i]).max() > 1e-3  # it trained
+        np.testing.assert_array_equal(first["w%d" % i], second["w%d" % i])
+        np.testing.assert_allclose(first["w%d" % i], one["w%d" % i], rtol=0, atol=1e-5)
