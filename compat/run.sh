@@ -6,7 +6,8 @@
 #   compat/run.sh 2.15 tests/test_registry.py -x -q
 #
 # Creates (once) a virtual environment compat/.venv-TF_VERSION, installs the
-# package there with `pip install -c compat/tf-TF_VERSION.txt -e ".[test]"`,
+# package there with `pip install -c compat/tf-TF_VERSION.txt -e ".[test]"`
+# (".[test,reference]" for 2.15: larq, the quantized layers' reference),
 # and runs pytest in it from the repository root. The environment is reused
 # while compat/tf-TF_VERSION.txt and setup.py are unchanged.
 # Environment: PYTHON picks the interpreter that creates the venv (default
@@ -45,6 +46,9 @@ if [[ "$VERSION" == "2.15" && "$PYVER" != 3.9 && "$PYVER" != 3.10 && "$PYVER" !=
 fi
 
 VENV="$ROOT/compat/.venv-$VERSION"
+# larq 0.13.3, the reference of tests/test_keras_larq.py, runs on Keras 2 only.
+EXTRAS="test"
+[[ "$VERSION" == "2.15" ]] && EXTRAS="test,reference"
 STAMP="$VENV/.graph_override-installed"
 WANT="$(cat "$CONSTRAINTS" "$ROOT/setup.py" | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$WANT" ]]; then
@@ -54,7 +58,7 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$WANT" ]]; then
   # grep drops pip's notes about this machine's absent local index folders.
   if ! (cd "$ROOT" &&
         "$VENV/bin/python" -m pip install -q --upgrade pip &&
-        "$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[test]") \
+        "$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[$EXTRAS]") \
         2> >(grep -v "is neither a file nor a directory" >&2); then
     echo "compat/run.sh: installing into ${VENV#$ROOT/} failed" >&2
     exit 2

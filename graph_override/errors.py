@@ -18,6 +18,7 @@ __all__ = [
     "GraphDefError",
     "GraphOverrideError",
     "NoMatchError",
+    "QuantizerError",
     "RuleError",
     "SerializationError",
     "SourceError",
@@ -128,3 +129,10 @@ class SerializationError(GraphOverrideError, ValueError):
     """A Keras model cannot save an object of graph_override by name (an
     `op_with_gradient` wrapper whose op function or gradient has no name), or
     a saved name cannot be resolved when the model is loaded."""
+
+
+class QuantizerError(GraphOverrideError, ValueError):
+    """A quantized Keras layer (graph_override.keras) was given a quantizer or
+    constraint that is no such thing (an unknown name, an object of the wrong
+    kind), or a quantizer met a non-float input; the message names the layer
+    and the argument."""

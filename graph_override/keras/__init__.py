@@ -1,0 +1,16 @@
+"""larq's binarized and quantized Keras layers on Keras 3 (and Keras 2).
+
+A larq script runs after changing its import line to
+``import graph_override.keras as lq``: ``lq.layers``, ``lq.quantizers``,
+``lq.constraints`` and ``lq.models.summary`` mirror larq 0.13's modules, with
+forward values and gradients bitwise larq's. Models with these layers save
+and load by name (``.keras``, ``.h5``) with no ``custom_objects``; models
+that larq saved load with `load_larq_model`. See docs/guide/keras.md.
+"""
+
+from graph_override.keras import constraints, layers, loading, models, quantizers
+from graph_override.keras.loading import larq_custom_objects, load_larq_model
+from graph_override.keras.models import summary
+
+__all__ = ["constraints", "larq_custom_objects", "layers", "load_larq_model", "loading",
+           "models", "quantizers", "summary"]

@@ -1,0 +1,96 @@
+"""larq's quantizer functions: `graph_override.tf2`'s forward values with
+larq's gradient expressions, op for op.
+
+tf2's estimators give larq's forward values and, for an upstream gradient of
+1, larq's gradients. For any other upstream gradient dy they can differ from
+larq's in two ways, both without numeric consequence for training but
+visible bit for bit: a masked gradient is ``dy * 0`` there, which is -0.0
+where dy < 0 (larq: ``tf.where(mask, dy, 0)``, always +0.0), and
+swish_sign multiplies dy last (larq: first), which can change the last bit.
+So here each function takes its forward value from tf2 (the sign and
+threshold conventions live there) and computes its gradient as larq 0.13.3
+writes it. DoReFa's k-bit step is larq's too: ``round(x * n) / n``, which
+TensorFlow's graph optimizer turns into ``x * (1 / n)`` inside tf.function,
+exactly as it does for larq (tf2.dorefa_quantize divides exactly instead).
+"""
+
+import tensorflow as tf
+
+from graph_override import tf2
+
+__all__ = ["approx_sign", "dorefa_k_bit", "magnitude_aware_sign", "ste_heaviside",
+           "ste_sign", "ste_tern", "swish_sign"]
+
+
+def _clipped(x, dy, clip_value):
+    if clip_value is None:
+        return dy
+    return tf.where(tf.math.less_equal(tf.math.abs(x), clip_value), dy, tf.zeros_like(dy))
+
+
+def _with_gradient(forward, gradient, x):
+    """forward(x) (a tf2 estimator; its own gradient unused) with dx = gradient(x, dy)."""
+    @tf.custom_gradient
+    def quantize(x):
+        return tf.stop_gradient(forward(x)), lambda dy: gradient(x, dy)
+
+    return quantize(tf.convert_to_tensor(x))
+
+
+def ste_sign(x, clip_value=1.0):
+    """Sign (sign(0) = +1) with the straight-through gradient: dy where
+    ``|x| <= clip_value`` (None: everywhere), else 0."""
+    return _with_gradient(lambda v: tf2.ste_sign(v, clip_value=clip_value),
+                          lambda v, dy: _clipped(v, dy, clip_value), x)
+
+
+def approx_sign(x):
+    """Sign with Bi-Real Net's gradient ``(1 - |x|) * 2 * dy`` for |x| <= 1, else 0."""
+    def gradient(v, dy):
+        abs_x = tf.math.abs(v)
+        return tf.where(tf.math.less_equal(abs_x, 1.0), (1 - abs_x) * 2 * dy, tf.zeros_like(dy))
+    return _with_gradient(tf2.approx_sign, gradient, x)
+
+
+def swish_sign(x, beta=5.0):
+    """Sign with the SignSwish gradient
+    ``dy * beta * (2 - beta*x * tanh(beta*x / 2)) / (1 + cosh(beta*x))``."""
+    def gradient(v, dy):
+        b_x = beta * v
+        return dy * beta * (2 - b_x * tf.tanh(b_x * 0.5)) / (1 + tf.cosh(b_x))
+    return _with_gradient(lambda v: tf2.swish_sign(v, beta=beta), gradient, x)
+
+
+def ste_heaviside(x, clip_value=1.0):
+    """1 for x > 0, 0 for x <= 0, with the straight-through gradient."""
+    return _with_gradient(lambda v: tf2.ste_heaviside(v, clip_value=clip_value),
+                          lambda v, dy: _clipped(v, dy, clip_value), x)
+
+
+def ste_tern(x, threshold_value=0.05, ternary_weight_networks=False, clip_value=1.0):
+    """-1, 0 or +1 (the threshold itself maps to ±1), with the
+    straight-through gradient."""
+    return _with_gradient(
+        lambda v: tf2.ste_tern(v, threshold_value=threshold_value,
+                               ternary_weight_networks=ternary_weight_networks,
+                               clip_value=clip_value),
+        lambda v, dy: _clipped(v, dy, clip_value), x)
+
+
+def magnitude_aware_sign(x, clip_value=1.0):
+    """``mean(|x|) * ste_sign(x)``, the mean over every axis but the last,
+    held constant in the gradient."""
+    x = tf.convert_to_tensor(x)
+    scale = tf.stop_gradient(tf.reduce_mean(tf.abs(x), axis=list(range(len(x.shape) - 1))))
+    return scale * ste_sign(x, clip_value=clip_value)
+
+
+def dorefa_k_bit(x, k_bit):
+    """``round(x * n) / n``, ``n = 2**k_bit - 1`` (half to even), with the
+    identity gradient; x is expected in [0, 1]."""
+    @tf.custom_gradient
+    def k_bit_with_identity_grad(x):
+        n = 2 ** k_bit - 1
+        return tf.round(x * n) / n, lambda dy: dy
+
+    return k_bit_with_identity_grad(x)

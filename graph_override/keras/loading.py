@@ -1,0 +1,213 @@
+"""Loading models that larq saved (``.h5`` and SavedModel), on Keras 3 or 2.
+
+`load_larq_model` reads the model's config from the file, renames every larq
+class in it (layers, quantizers, ``weight_clip``) to this package's
+registered name (``graph_override>QuantDense``, ...), builds the model from
+that config and then reads the weights. Renaming, not ``custom_objects``, is
+what makes it safe: after a failed ``import larq`` under Keras 3, larq's
+classes sit in Keras's global registry under their bare names
+("QuantDense", "SteSign"), and Keras's ``.h5`` loader prefers them to the
+``custom_objects`` it is given, so the model would load without error and
+without quantization. A renamed config never asks for a bare name.
+
+`larq_custom_objects` is the plain mapping, for code that calls
+``keras.models.load_model`` itself (safe where larq was never imported).
+"""
+
+import inspect
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from graph_override.errors import SerializationError
+from graph_override.keras import constraints, layers, quantizers
+
+__all__ = ["larq_custom_objects", "load_larq_model"]
+
+_MODULES = {layers: "graph_override.keras.layers",
+            quantizers: "graph_override.keras.quantizers",
+            constraints: "graph_override.keras.constraints"}
+
+
+def larq_custom_objects():
+    """``{larq's name: this package's class}`` for every layer, quantizer
+    (class names and larq's aliases such as "ste_sign") and constraint."""
+    found = {cls.__name__: cls for cls in layers.LAYERS}
+    found.update(quantizers.BY_NAME)
+    found.update(constraints.BY_NAME)
+    return found
+
+
+def _renamed(config, names):
+    """`config` with every larq class renamed to its registered name here."""
+    if isinstance(config, list):
+        return [_renamed(c, names) for c in config]
+    if not isinstance(config, dict):
+        return config
+    if config.get("class_name") in ("__tuple__", "TensorShape") and "items" in config:
+        return _renamed(config["items"], names)  # Keras 2's JSON of a tuple or shape
+    out = {k: _renamed(v, names) for k, v in config.items()}
+    name = out.get("class_name")
+    larq_module = str(out.get("module") or "larq").startswith("larq")
+    if isinstance(name, str) and name in names and larq_module:
+        cls = names[name]
+        if cls in layers.LAYERS:
+            _drop_keras_2_only(cls, out.get("config"))
+        out["class_name"] = cls.__name__ if "module" in out else "graph_override>" + cls.__name__
+        if "module" in out:
+            out["module"] = next(m for mod, m in _MODULES.items()
+                                 if getattr(mod, cls.__name__, None) is cls)
+            out["registered_name"] = "graph_override>" + cls.__name__
+    return out
+
+
+_LAYER_KEYS = frozenset(("name", "trainable", "dtype", "input_shape", "batch_input_shape",
+                         "batch_size", "input_dim", "autocast", "input_quantizer",
+                         "kernel_quantizer", "depthwise_quantizer", "pointwise_quantizer",
+                         "pad_values"))
+
+
+def _drop_keras_2_only(cls, config):
+    """Under Keras 3, drops the settings Keras 2 saved that the Keras 3 layer
+    does not take and that do not change it: ``groups: 1`` of depthwise
+    convolutions, the unused ``kernel_*`` of separable ones."""
+    if not hasattr(tf.keras, "ops") or not isinstance(config, dict):
+        return
+    keras_base = next(c for c in cls.__mro__ if c.__module__.startswith("keras"))
+    taken = set(inspect.signature(keras_base.__init__).parameters) | _LAYER_KEYS
+    for key in [k for k in config if k not in taken]:
+        if key == "groups" and config[key] != 1:
+            continue  # left for Keras to refuse
+        del config[key]
+
+
+def _model_from_config(config, path):
+    config = _renamed(config, larq_custom_objects())
+    legacy = getattr(getattr(tf.keras, "legacy", None), "saving", None)
+    try:
+        if legacy is None:  # Keras 2 reads its own configs
+            return tf.keras.models.model_from_json(json.dumps(config))
+        # Keras 3 reads Keras 2's configs with its legacy deserializer, as
+        # its own .h5 loader does.
+        objects = dict(vars(tf.keras.layers), Functional=tf.keras.Model,
+                       Model=tf.keras.Model, Sequential=tf.keras.Sequential)
+        return legacy.deserialize_keras_object(config, module_objects=objects)
+    except (ValueError, TypeError, KeyError) as e:
+        raise SerializationError("%s: cannot build the model from its saved config: %s"
+                                 % (path, e)) from e
+
+
+def _load_h5(path):
+    import h5py  # pylint: disable=import-outside-toplevel
+    with h5py.File(path, "r") as f:
+        config = f.attrs.get("model_config")
+    if config is None:
+        raise SerializationError("%s has no model config (weights only?); build the "
+                                 "model in code and use model.load_weights." % path)
+    config = json.loads(config.decode("utf-8") if isinstance(config, bytes) else config)
+    model = _model_from_config(config, path)
+    model.load_weights(path)
+    return model
+
+
+def _fields(data):
+    """(field number, bytes) of the length-delimited fields of a protobuf
+    message, skipping the others."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        kind = key & 7
+        if kind == 0:
+            _, pos = _varint(data, pos)
+        elif kind == 2:
+            size, pos = _varint(data, pos)
+            yield key >> 3, data[pos:pos + size]
+            pos += size
+        elif kind in (1, 5):
+            pos += 8 if kind == 1 else 4
+        else:
+            raise SerializationError("unexpected protobuf wire type %d" % kind)
+
+
+def _varint(data, pos):
+    value = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, pos
+
+
+def _saved_model_config(path):
+    """The model config Keras 2 kept in a SavedModel's keras_metadata.pb
+    (SavedMetadata: nodes = 1; a node: node_path = 3, metadata = 5)."""
+    meta = os.path.join(path, "keras_metadata.pb")
+    if not os.path.exists(meta):
+        raise SerializationError("%s is a SavedModel without keras_metadata.pb: it was "
+                                 "not saved by Keras 2, so it has no model config." % path)
+    with open(meta, "rb") as f:
+        data = f.read()
+    for number, node in _fields(data):
+        fields = dict(_fields(node)) if number == 1 else {}
+        if fields.get(3) == b"root" and 5 in fields:
+            return json.loads(fields[5].decode("utf-8"))
+    raise SerializationError("%s: keras_metadata.pb describes no root model." % path)
+
+
+def _short(name):
+    return name.split("/")[-1].split(":")[0]
+
+
+def _load_saved_model(path):
+    meta = _saved_model_config(path)
+    model = _model_from_config({"class_name": meta["class_name"], "config": meta["config"]},
+                               path)
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    saved = reader.get_variable_to_shape_map()
+    for index, layer in enumerate(l for l in model.layers if l.weights):
+        prefix = "layer_with_weights-%d/" % index
+        keys = {k[len(prefix):].split("/")[0]: k for k in saved
+                if k.startswith(prefix) and k.endswith("/.ATTRIBUTES/VARIABLE_VALUE")}
+        for weight in layer.weights:
+            name = _short(weight.name)
+            if name not in keys:  # Keras 3 calls DepthwiseConv2D's kernel "kernel"
+                same = [k for k in keys if list(saved[keys[k]]) == list(weight.shape)]
+                if len(same) != 1:
+                    raise SerializationError(
+                        "%s: no saved value for weight %r of layer %r (saved: %s)" % (
+                            path, name, layer.name, ", ".join(sorted(keys)) or "none"))
+                name = same[0]
+            weight.assign(np.asarray(reader.get_tensor(keys.pop(name))))
+    return model
+
+
+def load_larq_model(path):
+    """The model larq saved at `path` (``.h5`` file or SavedModel folder),
+    built from this package's layers and quantizers, with its weights: the
+    same outputs as under larq. It is not compiled (compile it to train).
+
+    Example (with larq's file under TensorFlow 2.21 / Keras 3)::
+
+        import graph_override.keras as lq
+        model = lq.load_larq_model("bnn.h5")       # or "bnn_savedmodel/"
+        model.compile("adam", "sparse_categorical_crossentropy")
+
+    Raises:
+      SerializationError: `path` is neither, has no model config, or a
+        weight has no saved value; the message names the file.
+      FileNotFoundError: nothing at `path`.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return _load_saved_model(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError("load_larq_model: no file or folder %s" % path)
+    with open(path, "rb") as f:
+        if f.read(8) != b"\x89HDF\r\n\x1a\n":
+            raise SerializationError("%s is neither an HDF5 file (.h5) nor a SavedModel "
+                                     "folder." % path)
+    return _load_h5(path)

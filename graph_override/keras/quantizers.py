@@ -1,0 +1,327 @@
+"""larq's quantizers on Keras 3 and Keras 2, by larq's names and classes.
+
+A quantizer is a Keras layer that maps a full-precision tensor to a quantized
+one with a straight-through gradient; the quantized layers
+(`graph_override.keras.layers`) apply one to their input
+(``input_quantizer``) and one to each kernel (``kernel_quantizer``). Each is
+bitwise larq 0.13.3's, forward and gradient: the forward values are
+`graph_override.tf2`'s estimators, the gradients larq's expressions (see
+`graph_override.keras._functions` for why). The quantizers:
+
+| name (`get`)             | class                | precision | function               |
+|--------------------------|----------------------|-----------|------------------------|
+| ``"ste_sign"``           | `SteSign`            | 1         | `ste_sign`             |
+| ``"approx_sign"``        | `ApproxSign`         | 1         | `approx_sign`          |
+| ``"swish_sign"``         | `SwishSign`          | 1         | `swish_sign`           |
+| ``"ste_heaviside"``      | `SteHeaviside`       | 1         | `ste_heaviside`        |
+| ``"ste_tern"``           | `SteTern`            | 2         | `ste_tern`             |
+| ``"magnitude_aware_sign"`` | `MagnitudeAwareSign` | 1       | `magnitude_aware_sign` |
+| ``"dorefa_quantizer"``   | `DoReFa`             | k_bit     | -                      |
+| ``"noop"``               | `NoOp`               | as given (32 by name) | -          |
+
+``precision`` is what `graph_override.keras.models.summary` counts a
+quantized weight as. Names, quantizer objects, `tf2.Estimator` objects and any
+function of one tensor are accepted wherever a quantizer is (`get`).
+"""
+
+import difflib
+
+import tensorflow as tf
+
+from graph_override import _keras
+from graph_override.errors import QuantizerError
+
+__all__ = [
+    "ApproxSign", "DoReFa", "DoReFaQuantizer", "MagnitudeAwareSign", "NoOp",
+    "NoOpQuantizer", "Quantizer", "SteHeaviside", "SteSign", "SteTern",
+    "SwishSign", "approx_sign", "deserialize", "get", "magnitude_aware_sign",
+    "serialize", "ste_heaviside", "ste_sign", "ste_tern", "swish_sign",
+]
+
+from graph_override.keras._functions import (approx_sign, magnitude_aware_sign,
+                                             ste_heaviside, ste_sign, ste_tern,
+                                             swish_sign)
+from graph_override.keras._functions import dorefa_k_bit as _dorefa_k_bit
+
+
+class Quantizer(tf.keras.layers.Layer):
+    """Base class of the quantizers: a Keras layer with a `precision` (the
+    bits of its output, for `summary`; None for full precision).
+
+    Args:
+      metrics: larq's training metrics; only None or [] (no metrics) is
+        supported here.
+      **kwargs: the Keras layer's arguments (name, dtype, ...).
+    """
+
+    precision = None
+
+    def __init__(self, metrics=None, **kwargs):
+        if metrics:
+            raise QuantizerError(
+                "%s(metrics=%r): graph_override.keras does not compute larq's "
+                "training metrics (flip_ratio); pass metrics=None."
+                % (type(self).__name__, metrics))
+        super().__init__(**kwargs)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def _settings(self):
+        return {}
+
+    def get_config(self):
+        return dict(super().get_config(), **self._settings())
+
+
+class NoOp(Quantizer):
+    """The identity, marking a weight with a precision (for `summary`).
+
+    Args:
+      precision: the bits to count the weight as.
+    """
+
+    def __init__(self, precision=None, **kwargs):
+        self.precision = precision
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        return inputs
+
+    def _settings(self):
+        return {"precision": self.precision}
+
+
+class _Clipped(Quantizer):
+    """A quantizer whose one setting is `clip_value` (None: no clipping)."""
+
+    function = None  # the quantizer function, of (x, clip_value)
+
+    def __init__(self, clip_value=1.0, **kwargs):
+        self.clip_value = clip_value
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        return self.function(inputs, clip_value=self.clip_value)
+
+    def _settings(self):
+        return {"clip_value": self.clip_value}
+
+
+class SteSign(_Clipped):
+    """Binarization with the straight-through estimator: ``q(x) = -1`` for
+    ``x < 0``, ``+1`` for ``x >= 0`` (also for -0.0); ``dq/dx = 1`` where
+    ``|x| <= clip_value`` (inclusive; None: everywhere), else 0.
+
+    Reference: Courbariaux et al., "Binarized Neural Networks",
+    https://arxiv.org/abs/1602.02830.
+    """
+
+    precision = 1
+
+    function = staticmethod(ste_sign)
+
+
+class ApproxSign(Quantizer):
+    """Sign with Bi-Real Net's gradient ``2 - 2|x|`` for ``|x| <= 1``, else 0.
+
+    Reference: Liu et al., "Bi-Real Net", https://arxiv.org/abs/1808.00278.
+    """
+
+    precision = 1
+
+    def call(self, inputs):
+        return approx_sign(inputs)
+
+
+class SteHeaviside(_Clipped):
+    """``q(x) = 1`` for ``x > 0``, 0 for ``x <= 0``; ``dq/dx = 1`` where
+    ``|x| <= clip_value``, else 0."""
+
+    precision = 1
+
+    function = staticmethod(ste_heaviside)
+
+
+class SwishSign(Quantizer):
+    """Sign with the SignSwish gradient
+    ``beta * (2 - beta*x * tanh(beta*x / 2)) / (1 + cosh(beta*x))``.
+
+    Reference: Darabi et al., "BNN+", https://arxiv.org/abs/1812.11800.
+    """
+
+    precision = 1
+
+    def __init__(self, beta=5.0, **kwargs):
+        self.beta = beta
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        return swish_sign(inputs, beta=self.beta)
+
+    def _settings(self):
+        return {"beta": self.beta}
+
+
+class MagnitudeAwareSign(_Clipped):
+    """`magnitude_aware_sign` as a layer (Bi-Real Net's weight quantizer)."""
+
+    precision = 1
+
+    function = staticmethod(magnitude_aware_sign)
+
+
+class SteTern(Quantizer):
+    """Ternarization: ``q(x) = +1`` for ``x >= t``, ``-1`` for ``x <= -t``, 0
+    between (the threshold itself maps to ±1, as in larq); ``t`` is
+    `threshold_value`, or ``0.7 * mean(|x|)`` with `ternary_weight_networks`.
+    ``dq/dx = 1`` where ``|x| <= clip_value``, else 0.
+
+    Reference: Li et al., "Ternary Weight Networks",
+    https://arxiv.org/abs/1605.04711.
+    """
+
+    precision = 2
+
+    def __init__(self, threshold_value=0.05, ternary_weight_networks=False,
+                 clip_value=1.0, **kwargs):
+        self.threshold_value = threshold_value
+        self.ternary_weight_networks = ternary_weight_networks
+        self.clip_value = clip_value
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        return ste_tern(inputs, threshold_value=self.threshold_value,
+                        ternary_weight_networks=self.ternary_weight_networks,
+                        clip_value=self.clip_value)
+
+    def _settings(self):
+        return {"threshold_value": self.threshold_value,
+                "ternary_weight_networks": self.ternary_weight_networks,
+                "clip_value": self.clip_value}
+
+
+class DoReFa(Quantizer):
+    """DoReFa-Net's k-bit quantizer, rounding half to even.
+
+    ``mode="activations"``: ``q(x) = round(clip(x, 0, 1) * n) / n`` with
+    ``n = 2**k_bit - 1``; ``dq/dx = 1`` on ``[0, 1]``, else 0.
+    ``mode="weights"``: ``w' = tanh(w) / (2 max|tanh(w)|) + 1/2`` (the max held
+    constant), then ``2 q(w') - 1``, in [-1, 1].
+
+    Reference: Zhou et al., "DoReFa-Net", https://arxiv.org/abs/1606.06160.
+    """
+
+    def __init__(self, k_bit=2, mode="activations", **kwargs):
+        if mode not in ("activations", "weights"):
+            raise QuantizerError("DoReFa(mode=%r): the mode is 'activations' or "
+                                 "'weights'." % (mode,))
+        if isinstance(k_bit, bool) or not isinstance(k_bit, int) or not 1 <= k_bit <= 32:
+            raise QuantizerError("DoReFa(k_bit=%r): the bit width is an integer "
+                                 "from 1 to 32." % (k_bit,))
+        self.precision = k_bit
+        self.mode = mode
+        super().__init__(**kwargs)
+
+    def call(self, inputs):
+        if self.mode == "weights":
+            limited = tf.math.tanh(inputs)
+            dividend = tf.stop_gradient(tf.math.reduce_max(tf.math.abs(limited)))
+            inputs = tf.math.divide_no_nan(limited, 2.0 * dividend) + 0.5
+        else:
+            inputs = tf.clip_by_value(inputs, 0.0, 1.0)
+        outputs = _dorefa_k_bit(inputs, self.precision)
+        return 2.0 * outputs - 1.0 if self.mode == "weights" else outputs
+
+    def _settings(self):
+        return {"k_bit": self.precision, "mode": self.mode}
+
+
+# larq's older names of two classes.
+NoOpQuantizer = NoOp
+DoReFaQuantizer = DoReFa
+
+CLASSES = (ApproxSign, DoReFa, MagnitudeAwareSign, NoOp, SteHeaviside, SteSign,
+           SteTern, SwishSign)
+# Every name a quantizer is known by (larq's aliases and class names).
+BY_NAME = dict([("approx_sign", ApproxSign), ("dorefa_quantizer", DoReFa),
+                ("magnitude_aware_sign", MagnitudeAwareSign), ("noop", NoOp),
+                ("ste_heaviside", SteHeaviside), ("ste_sign", SteSign),
+                ("ste_tern", SteTern), ("swish_sign", SwishSign),
+                ("DoReFaQuantizer", DoReFa), ("NoOpQuantizer", NoOp)]
+               + [(c.__name__, c) for c in CLASSES])
+
+_keras.register(CLASSES)
+
+
+def serialize(quantizer):
+    """The Keras config of a quantizer (None for None)."""
+    if quantizer is None:
+        return None
+    return tf.keras.utils.serialize_keras_object(quantizer)
+
+
+def deserialize(config, custom_objects=None):
+    """The quantizer a config from `serialize` describes (new or legacy
+    Keras format)."""
+    legacy = getattr(tf.keras.utils, "legacy", None)
+    if (legacy is not None and isinstance(config, dict) and "module" not in config
+            and "registered_name" not in config):
+        return legacy.deserialize_keras_object(
+            config, module_objects=BY_NAME, custom_objects=custom_objects,
+            printable_module_name="quantizer")
+    return tf.keras.utils.deserialize_keras_object(
+        config, module_objects=BY_NAME, custom_objects=custom_objects,
+        printable_module_name="quantizer")
+
+
+def _where(layer, argument):
+    return "%s(%s=...)" % (layer or "quantizer", argument or "quantizer")
+
+
+def get(identifier, layer=None, argument=None):
+    """The quantizer `identifier` names: None, a name of the table above (a
+    new object with the default settings), a Keras config, or a callable
+    (a `Quantizer`, a `tf2.Estimator`, a function) as it is.
+
+    Example:
+      >>> from graph_override.keras import quantizers
+      >>> quantizers.get("ste_tern").precision
+      2
+      >>> quantizers.get("ste_sing", "QuantDense", "kernel_quantizer")
+      Traceback (most recent call last):
+      ...
+      graph_override.errors.QuantizerError: QuantDense(kernel_quantizer=...): no quantizer named 'ste_sing'. Did you mean 'ste_sign' or 'ste_tern'? Quantizers: approx_sign, dorefa_quantizer, magnitude_aware_sign, noop, ste_heaviside, ste_sign, ste_tern, swish_sign.
+
+    Args:
+      identifier: what to resolve.
+      layer, argument: where it was given, for the error message.
+
+    Raises:
+      QuantizerError: an unknown name (the message suggests the closest), or
+        something that is not a quantizer.
+    """
+    if identifier is None:
+        return None
+    if isinstance(identifier, str):
+        cls = BY_NAME.get(identifier)
+        if cls is None:
+            close = difflib.get_close_matches(identifier, list(BY_NAME), n=2)
+            raise QuantizerError("%s: no quantizer named %r.%s Quantizers: %s." % (
+                _where(layer, argument), identifier,
+                " Did you mean %s?" % " or ".join(repr(c) for c in close) if close else "",
+                ", ".join(sorted(n for n in BY_NAME if n.islower()))))
+        return cls(precision=32) if cls is NoOp else cls()
+    if isinstance(identifier, dict):
+        try:
+            return deserialize(identifier)
+        except (ValueError, TypeError) as e:
+            raise QuantizerError("%s: cannot load the quantizer config %r: %s" % (
+                _where(layer, argument), identifier, e)) from e
+    if callable(identifier) and not isinstance(
+            identifier, (type, tf.keras.constraints.Constraint)):
+        return identifier
+    raise QuantizerError(
+        "%s: %r is not a quantizer; give a name such as 'ste_sign', a quantizer "
+        "object such as SteSign(clip_value=0.5), or a function of one tensor."
+        % (_where(layer, argument), identifier))

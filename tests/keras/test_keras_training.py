@@ -1,0 +1,164 @@
+"""Training with graph_override.keras layers: a binarized CNN learns the
+bundled digits with model.fit, MirroredStrategy over two logical CPU devices
+gives one device's weights, as does MultiWorkerMirroredStrategy with two local
+worker processes (Keras 2), and jit_compile=True gives the same steps."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graph_override.keras as lq
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_BINARY = dict(kernel_quantizer="ste_sign", kernel_constraint="weight_clip", use_bias=False)
+
+
+def binarized_cnn(batch_norm=True):
+    """QuantConv2D + QuantDense on 8x8 digits, larq's BinaryNet layout."""
+    norm = (lambda: [tf.keras.layers.BatchNormalization(scale=False)]) if batch_norm else list
+    return tf.keras.Sequential(
+        [tf.keras.Input((64,)), tf.keras.layers.Reshape((8, 8, 1)),
+         lq.layers.QuantConv2D(32, 3, padding="same", **_BINARY)] + norm()
+        + [lq.layers.QuantConv2D(64, 3, padding="same", input_quantizer="ste_sign", **_BINARY),
+           tf.keras.layers.MaxPool2D(2)] + norm()
+        + [tf.keras.layers.Flatten(),
+           lq.layers.QuantDense(128, input_quantizer="ste_sign", **_BINARY)] + norm()
+        + [lq.layers.QuantDense(10, input_quantizer="ste_sign", **_BINARY)] + norm()
+        + [tf.keras.layers.Activation("softmax")])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(tf.keras, "ops"), reason="the accuracy bar is Keras 3's")
+def test_binarized_cnn_learns_the_digits():
+    from graph_override.training import data  # pylint: disable=import-outside-toplevel
+    split = data.digits_splits()
+    tf.keras.utils.set_random_seed(0)
+    model = binarized_cnn()
+    model.compile(tf.keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    model.fit(split.x_train, split.y_train, batch_size=64, epochs=15, verbose=0)
+    _, accuracy = model.evaluate(split.x_test, split.y_test, verbose=0)
+    assert accuracy >= 0.95
+    # Every kernel stayed in [-1, 1] (weight_clip) and computes with ±1.
+    for _, variable, quantizer in sum((lq.layers.quantized_weights(l) for l in model.layers), []):
+        assert np.abs(variable.numpy()).max() <= 1.0
+        assert set(np.unique(quantizer(variable).numpy())) <= {-1.0, 1.0}
+
+
+_FIT = r"""
+import sys, numpy as np, tensorflow as tf
+devices = int(sys.argv[1])
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+sys.path.insert(0, "tests")
+from test_keras_training import binarized_cnn
+from graph_override.training import data
+split = data.digits_splits()
+tf.keras.utils.set_random_seed(1)
+strategy = (tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]) if devices == 2
+            else tf.distribute.get_strategy())
+with strategy.scope():
+    model = binarized_cnn(batch_norm=False)
+    model.compile(tf.keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy")
+initial = model.get_weights()
+model.fit(split.x_train[:256], split.y_train[:256], batch_size=64, epochs=2, shuffle=False,
+          verbose=0)
+np.savez(sys.argv[2], **{"w%d" % i: w for i, w in enumerate(model.get_weights())},
+         **{"init%d" % i: w for i, w in enumerate(initial)})
+"""
+
+
+@pytest.mark.slow
+def test_mirrored_strategy_gives_one_devices_weights(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    weights = []
+    for devices in (1, 2):
+        out = str(tmp_path / ("w%d.npz" % devices))
+        subprocess.run([sys.executable, "-c", _FIT, str(devices), out], check=True, env=env,
+                       cwd=ROOT, capture_output=True)
+        weights.append(np.load(out))
+    one, two = weights
+    assert len(one.files) == len(two.files) == 8
+    for i in range(4):
+        np.testing.assert_array_equal(two["init%d" % i], one["init%d" % i])
+        assert np.abs(one["w%d" % i] - one["init%d" % i]).max() > 1e-3  # it trained
+        # The same steps, the gradients summed over replicas: float rounding only.
+        np.testing.assert_allclose(two["w%d" % i], one["w%d" % i], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_jit_compile_trains_as_without():
+    rng = np.random.RandomState(0)
+    x = rng.uniform(0, 1, (64, 64)).astype(np.float32)
+    y = rng.randint(0, 10, 64)
+    results = []
+    for jit in (False, True):
+        tf.keras.utils.set_random_seed(2)
+        model = binarized_cnn(batch_norm=False)
+        model.compile(tf.keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy",
+                      jit_compile=jit)
+        model.fit(x, y, batch_size=32, epochs=2, shuffle=False, verbose=0)
+        results.append(model.get_weights())
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5)
+    assert any(np.abs(a).max() > 0 for a in results[0])
+
+
+_WORKER = r"""
+import sys, numpy as np, tensorflow as tf
+sys.path.insert(0, "tests")
+from test_keras_training import binarized_cnn
+from graph_override.training import data
+split = data.digits_splits()
+strategy = (tf.distribute.MultiWorkerMirroredStrategy() if sys.argv[1] == "2"
+            else tf.distribute.get_strategy())
+tf.keras.utils.set_random_seed(1)
+with strategy.scope():
+    model = binarized_cnn(batch_norm=False)
+    model.compile(tf.keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy")
+initial = model.get_weights()
+options = tf.data.Options()
+options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+dataset = tf.data.Dataset.from_tensor_slices((split.x_train[:256], split.y_train[:256]))
+model.fit(dataset.batch(64).with_options(options), epochs=2, verbose=0)
+np.savez(sys.argv[2], **{"w%d" % i: w for i, w in enumerate(model.get_weights())},
+         **{"init%d" % i: w for i, w in enumerate(initial)})
+"""
+
+
+def _free_port():
+    import socket  # pylint: disable=import-outside-toplevel
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(hasattr(tf.keras, "ops"), reason=(
+    "Keras 3's model.fit under MultiWorkerMirroredStrategy fails on TensorFlow 2.21 for a "
+    "plain Dense model too (a PerReplica value converted to a Tensor)"))
+def test_multi_worker_mirrored_strategy_gives_one_devices_weights(tmp_path):
+    import json  # pylint: disable=import-outside-toplevel
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cluster = {"worker": ["localhost:%d" % _free_port() for _ in range(2)]}
+    workers = [subprocess.Popen(
+        [sys.executable, "-c", _WORKER, "2", str(tmp_path / ("worker%d.npz" % i))],
+        env=dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
+                                            "task": {"type": "worker", "index": i}})),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for i in range(2)]
+    for worker in workers:
+        out, _ = worker.communicate(timeout=600)
+        assert worker.returncode == 0, out.decode()[-3000:]
+    subprocess.run([sys.executable, "-c", _WORKER, "1", str(tmp_path / "one.npz")], check=True,
+                   env=env, cwd=ROOT, capture_output=True)
+    one, first, second = (np.load(str(tmp_path / n))
+                          for n in ("one.npz", "worker0.npz", "worker1.npz"))
+    for i in range(4):
+        np.testing.assert_array_equal(first["init%d" % i], one["init%d" % i])
+        assert np.abs(one["w%d" % i] - one["init%d" % i]).max() > 1e-3  # it trained
+        np.testing.assert_array_equal(first["w%d" % i], second["w%d" % i])
+        np.testing.assert_allclose(first["w%d" % i], one["w%d" % i], rtol=0, atol=1e-5)
