@@ -51,7 +51,7 @@ setup(
             "matplotlib>=3.5",
         ],
         # The reference the quantized Keras layers are tested against
-        # (tests/test_keras_larq.py): larq runs on Keras 2 only, so
+        # (tests/keras/test_keras_larq.py): larq runs on Keras 2 only, so
         # compat/run.sh installs this extra for TensorFlow 2.15 alone. Never a
         # dependency of the package.
         "reference": ["larq==0.13.3", "terminaltables>=3.1"],

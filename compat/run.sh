@@ -46,7 +46,7 @@ if [[ "$VERSION" == "2.15" && "$PYVER" != 3.9 && "$PYVER" != 3.10 && "$PYVER" !=
 fi
 
 VENV="$ROOT/compat/.venv-$VERSION"
-# larq 0.13.3, the reference of tests/test_keras_larq.py, runs on Keras 2 only.
+# larq 0.13.3, the reference of tests/keras/test_keras_larq.py, runs on Keras 2 only.
 EXTRAS="test"
 [[ "$VERSION" == "2.15" ]] && EXTRAS="test,reference"
 STAMP="$VENV/.graph_override-installed"

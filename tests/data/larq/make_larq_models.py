@@ -1,4 +1,4 @@
-"""Writes the larq-saved models that tests/test_keras_loading.py loads.
+"""Writes the larq-saved models that tests/keras/test_keras_loading.py loads.
 
 Run with larq 0.13.3 under TensorFlow 2.15 (Keras 2), from the repository root:
 
