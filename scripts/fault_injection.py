@@ -16,7 +16,9 @@ The faults: kill -9 at several points of `graph-override patch`, of
 resuming must work); two concurrent `patch` writers to one new output; full
 (RLIMIT_FSIZE, SIGXFSZ ignored) and read-only output folders; damaged
 checkpoints (.index or .data truncated, empty, deleted); unreadable inputs
-(/dev/zero, a directory, an empty file).
+(/dev/zero, a directory, an empty file); Keras files naming a function the
+user did not allow (it must not run); node names colliding in the C
+reader's hash table.
 
     python scripts/fault_injection.py            # every case, a few minutes
     python scripts/fault_injection.py --quick    # a subset
@@ -28,7 +30,8 @@ codes`; exits 1 if any of L, T, W is above 0.
 This file is the driver (the list of cases, running them, the report); the
 cases are in fault_injection_kills.py (kill -9), fault_injection_writes.py
 (full and read-only folders, concurrent writers, an existing output) and
-fault_injection_inputs.py (unreadable inputs, damaged checkpoints), and what
+fault_injection_inputs.py (unreadable inputs, damaged checkpoints),
+fault_injection_hostile.py (hostile Keras files, colliding names), and what
 they share in fault_injection_common.py.
 """
 
@@ -45,6 +48,7 @@ if _HERE not in sys.path:  # the case modules beside this file
 # Re-exported: the tests and other scripts use them through this module.
 from fault_injection_common import (Case, Check, Outcome, Run, Shared,  # noqa: E402,F401
                                     damage, has_traceback, read_only, run, snapshot)
+from fault_injection_hostile import colliding_names, keras_hostile  # noqa: E402
 from fault_injection_inputs import command_unreadable, train_damaged  # noqa: E402
 from fault_injection_kills import migrate_killed, patch_killed, train_killed  # noqa: E402
 from fault_injection_writes import (migrate_full, migrate_read_only,  # noqa: E402
@@ -97,6 +101,12 @@ def cases():
                 command_unreadable, command, kind, {2})
     add("migrate-input-empty-module", False, command_unreadable, "migrate",
         "empty module", {0})
+    for target in ("package-function", "process-state"):
+        for fmt in ("keras", "h5"):
+            add("keras-hostile-%s-%s" % (target, fmt), (target, fmt) == ("package-function",
+                                                                         "keras"),
+                keras_hostile, target, fmt)
+    add("inspect-colliding-names", True, colliding_names, 2000)
     return found
 
 

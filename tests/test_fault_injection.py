@@ -149,3 +149,21 @@ def test_quick_training_faults_lose_nothing_and_exit_clearly(tmp_path):
     rows = {l.split()[0]: l.split()[1:6] for l in lines[1:-1]}
     assert rows["train-damaged-data-truncated"] == ["2", "2", "0", "0", "0"]
     assert os.listdir(str(tmp_path)) == []  # its temporary folders are gone
+
+
+@pytest.mark.slow
+def test_hostile_keras_files_and_colliding_names_are_covered(faults, tmp_path):
+    """A Keras file naming a user package's function must be refused with
+    nothing run; colliding node names must read as with the Python reader."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "scripts", "fault_injection.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, script, "-k", "keras-hostile-package-function-keras",
+         "-k", "inspect-colliding-names"],
+        capture_output=True, text=True, env=env, timeout=900)
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == "faults: 2 cases, 0 losses, 0 tracebacks, 0 wrong exit codes", (
+        proc.stdout + proc.stderr[-2000:])
+    names = [c.name for c in faults.cases()]
+    assert {"keras-hostile-process-state-h5", "keras-hostile-package-function-h5"} <= set(names)
