@@ -8,10 +8,10 @@ names: its op function's (`op_fn_name`) and its gradient's
 
 Op function names are ``tf.PATH`` for TensorFlow's public op functions
 (``tf.sign``, ``tf.raw_ops.Sign``) and ``module:qualname`` for a module-level
-function of the user's own code. Loading never imports a module: it finds a
-``module:qualname`` only in a module the process has imported, and never in
-the standard library, TensorFlow, Keras, numpy or graph_override, so a saved
-file cannot name an arbitrary function to run.
+function of the user's own code. Loading never imports a module and runs
+only what `graph_override._allowed` allows: TensorFlow's pure op functions
+and the functions the user named, so a saved file cannot name an arbitrary
+function to run.
 """
 
 import importlib
@@ -23,7 +23,7 @@ import types
 
 import tensorflow as tf
 
-from graph_override import registry
+from graph_override import _allowed, registry
 from graph_override.errors import SerializationError, UnknownGradientError
 
 __all__ = ["PACKAGE", "gradient_name", "no_name", "op_fn_name", "register",
@@ -147,34 +147,60 @@ def op_fn_name(op_fn):
     return "%s:%s" % (module, what), None
 
 
+def _how_to_allow(name, module, qualname):
+    if module == "tf":
+        return ("If you trust this file, pass the function in custom_objects under "
+                "the saved name: keras.models.load_model(path, custom_objects="
+                "{%r: %s})." % (name, name))
+    return ("If you trust this file, pass the function in custom_objects "
+            "(keras.models.load_model(path, custom_objects={%r: %s.%s})), register it "
+            "with keras.utils.register_keras_serializable, or allow its module with "
+            "graph_override.tf2.allow_op_functions(%r)." % (
+                qualname, module, qualname, module))
+
+
 def resolve_op_fn(name, where):
     """The op function saved as `name`; `where` says what is being loaded.
 
+    A saved model may name TensorFlow's pure op functions and the functions
+    the user named (`graph_override._allowed`); deciding runs nothing.
+
     Raises:
-      SerializationError: `name` is malformed, names no TensorFlow op
-        function, or a function of a module this process has not imported.
+      SerializationError: `name` is malformed, or names a function that is
+        not allowed (the message names it and says how to allow it), or one
+        of an allowed module this process has not imported.
     """
     if not isinstance(name, str) or not name:
         raise SerializationError("%s: the op function must be saved as a name "
                                  "such as 'tf.sign' or 'module:function', got %r"
                                  % (where, name))
+    utils = [u for _, u in _keras_modules()]
     if name.startswith("tf.") and ":" not in name:
-        fn = _attr_path(tf, name[3:])
-        if fn is None or not callable(fn) or not _is_tf_op_function(fn):
+        fn = _allowed.pure_tf_op(name[3:]) or _allowed.user_named(utils, name, None, None)
+        if fn is None:
             raise SerializationError(
-                "%s: the op function %r is not a TensorFlow op function in this "
-                "TensorFlow (%s)." % (where, name, tf.__version__))
+                "%s: the saved model names %s, which is not one of the TensorFlow "
+                "op functions a saved model may name: those of %s and tf.raw_ops that "
+                "build ops from their inputs alone (no files, Python code, random or "
+                "process state). %s" % (where, name, ", ".join(
+                    "tf." + n if n else "tf" for n in _allowed.PURE_NAMESPACES[:6]),
+                    _how_to_allow(name, "tf", name[3:])))
         return fn
     module, _, qualname = name.partition(":")
-    if not module or not qualname:
+    if (not module or not qualname
+            or not all(p.isidentifier() for p in module.split(".") + qualname.split("."))):
         raise SerializationError(
             "%s: the op function %r is neither a TensorFlow op function "
             "('tf.sign') nor 'module:function'." % (where, name))
-    if not _user_module(module):
+    fn = _allowed.user_named(utils, name, module, qualname)
+    if fn is not None:
+        return fn
+    if not _allowed.allowed_module(module):
         raise SerializationError(
-            "%s: the op function %r is in %s; a saved model may name only "
-            "TensorFlow op functions (tf.NAME) or functions of your own "
-            "modules." % (where, name, module.split(".")[0]))
+            "%s: the saved model names the function %s of module %r, which you have "
+            "not allowed; loading runs only TensorFlow's pure op functions and "
+            "functions you name. %s" % (where, qualname, module,
+                                        _how_to_allow(name, module, qualname)))
     if module not in sys.modules:
         raise SerializationError(
             "%s needs the op function %s from module %r, which this process "

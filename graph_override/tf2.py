@@ -22,11 +22,13 @@ that has imported ``graph_override.tf2``. See docs/guide/tf2.md.
 import tensorflow as tf
 
 from graph_override import _family, _keras, estimators, registry
+from graph_override._allowed import allow_op_functions
 from graph_override.legacy import OpWithGradient, op_with_gradient
 
 __all__ = [
     "Estimator",
     "OpWithGradient",
+    "allow_op_functions",
     "approx_sign",
     "clip_gradient",
     "dorefa_quantize",

@@ -31,6 +31,7 @@ import io
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -105,7 +106,12 @@ def _environment(scratch):
     bindir.mkdir(exist_ok=True)
     python = bindir / "python"
     if not python.exists():
-        python.symlink_to(sys.executable)
+        # A script that runs this interpreter by its own path, not a link to
+        # it: a virtual environment's interpreter reached through a link in
+        # another folder does not find its pyvenv.cfg, and runs as the base
+        # Python without the environment's packages.
+        python.write_text("#!/bin/sh\nexec %s \"$@\"\n" % shlex.quote(sys.executable))
+        python.chmod(0o755)
     env["PATH"] = os.pathsep.join([str(bindir), os.path.dirname(sys.executable),
                                    env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(

@@ -145,6 +145,8 @@ FRESH = textwrap.dedent('''
     from ks_probe import probe
     plan = json.load(open(os.path.join(folder, "plan.json")))
     BUILTIN = "graph_override.ste_sign(clip_value=0.5)"
+    # The user's op functions are of a module the user allows (not imported yet).
+    graph_override.tf2.allow_op_functions("ks_user_ops")
     out = {"builtin_before": _compat.has_gradient_entry(BUILTIN), "early": {}, "loaded": {}}
     # Before the user's module is imported, models that need it do not load.
     for name, path in plan["early"].items():
@@ -447,22 +449,25 @@ def test_a_module_function_of_the_standard_library_is_not_an_op_function():
 
 @pytest.mark.parametrize("config,error,says", [
     ({"op_fn": "os:system", "gradient": "Identity"}, SerializationError,
-     "a saved model may name only TensorFlow op functions"),
+     "names the function system of module 'os', which you have not allowed"),
     ({"op_fn": "subprocess:getoutput", "gradient": "Identity"}, SerializationError,
-     "is in subprocess"),
-    ({"op_fn": "builtins:eval", "gradient": "Identity"}, SerializationError, "is in builtins"),
+     "graph_override.tf2.allow_op_functions('subprocess')"),
+    ({"op_fn": "builtins:eval", "gradient": "Identity"}, SerializationError,
+     "custom_objects={'eval': builtins.eval}"),
     ({"op_fn": "graph_override.frozen.graphdef.io:save", "gradient": "Identity"}, SerializationError,
-     "is in graph_override"),
+     "function save of module 'graph_override.frozen.graphdef.io', which you have not allowed"),
     ({"op_fn": "tf.io.gfile.remove", "gradient": "Identity"}, SerializationError,
-     "is not a TensorFlow op function in this TensorFlow"),
+     "names tf.io.gfile.remove, which is not one of the TensorFlow op functions"),
     ({"op_fn": "tf._api.v2.math.sign", "gradient": "Identity"}, SerializationError,
-     "is not a TensorFlow op function"),
+     "is not one of the TensorFlow op functions"),
     ({"op_fn": "tf.no_such_op", "gradient": "Identity"}, SerializationError,
-     "is not a TensorFlow op function"),
+     "is not one of the TensorFlow op functions"),
+    ({"op_fn": "os.path:join", "gradient": "Identity"}, SerializationError,
+     "which you have not allowed"),
     ({"op_fn": "sign", "gradient": "Identity"}, SerializationError,
      "neither a TensorFlow op function ('tf.sign') nor 'module:function'"),
     ({"op_fn": "%s:nested_op.<locals>.inner_sign" % __name__, "gradient": "Identity"},
-     SerializationError, "has no module-level function"),
+     SerializationError, "neither a TensorFlow op function"),
     ({"op_fn": 3, "gradient": "Identity"}, SerializationError, "must be saved as a name"),
     ({"op_fn": "tf.sign"}, SerializationError, "has the keys 'op_fn' and 'gradient'"),
     ({"op_fn": "tf.sign", "gradient": "Identity", "extra": 1}, SerializationError,
@@ -478,9 +483,19 @@ def test_a_saved_wrapper_config_names_only_what_may_run(config, error, says):
     assert says in str(info.value)
 
 
-def test_a_module_function_of_the_users_own_resolves_when_imported():
+def test_a_module_function_of_the_users_own_resolves_where_the_user_allows_it():
     config = {"op_fn": "%s:nested_op" % __name__, "gradient": "Identity"}
-    assert OpWithGradient.from_config(config).op_fn is nested_op
+    with pytest.raises(SerializationError, match="which you have not allowed"):
+        OpWithGradient.from_config(config)
+    with tf2.allow_op_functions(sys.modules[__name__]):
+        assert OpWithGradient.from_config(config).op_fn is nested_op
+    with tf2.allow_op_functions(__name__.rpartition(".")[0] or __name__):  # its package
+        assert OpWithGradient.from_config(config).op_fn is nested_op
+    with pytest.raises(SerializationError, match="which you have not allowed"):
+        OpWithGradient.from_config(config)  # the allowance ended with the block
+    for given in ({"nested_op": nested_op}, {config["op_fn"]: nested_op}):
+        with keras.utils.custom_object_scope(given):
+            assert OpWithGradient.from_config(config).op_fn is nested_op
     wrapper = op_with_gradient(nested_op, "Identity")
     assert wrapper.get_config() == config
 

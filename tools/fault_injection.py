@@ -18,7 +18,9 @@ resuming must work); two concurrent `patch` writers to one new output; full
 checkpoints (.index or .data truncated, empty, deleted); unreadable inputs
 (/dev/zero, a directory, an empty file); hostile Python for migrate (nesting
 10,000 deep, a FIFO or a symlink to /dev/zero named *.py, a file over the
-size limit, valid code that is merely deep, migrate_paths given one str).
+size limit, valid code that is merely deep, migrate_paths given one str);
+Keras files naming a function the user did not allow (it must not run); node
+names colliding in the C reader's hash table.
 
     python tools/fault_injection.py            # every case, a few minutes
     python tools/fault_injection.py --quick    # a subset
@@ -31,8 +33,9 @@ This file is the driver (the list of cases, running them, the report); the
 cases are in fault_injection_kills.py (kill -9), fault_injection_writes.py
 (full and read-only folders, concurrent writers, an existing output) and
 fault_injection_inputs.py (unreadable inputs, damaged checkpoints),
-fault_injection_sources.py (hostile Python for migrate), and what they share
-in fault_injection_common.py.
+fault_injection_sources.py (hostile Python for migrate),
+fault_injection_hostile.py (hostile Keras files, colliding names), and what
+they share in fault_injection_common.py.
 """
 
 import argparse
@@ -48,6 +51,7 @@ if _HERE not in sys.path:  # the case modules beside this file
 # Re-exported: the tests and other scripts use them through this module.
 from fault_injection_common import (Case, Check, Outcome, Run, Shared,  # noqa: E402,F401
                                     damage, has_traceback, read_only, run, snapshot)
+from fault_injection_hostile import colliding_names, keras_hostile  # noqa: E402
 from fault_injection_inputs import command_unreadable, train_damaged  # noqa: E402
 from fault_injection_kills import migrate_killed, patch_killed, train_killed  # noqa: E402
 from fault_injection_sources import KINDS, migrate_hostile, migrate_paths_str  # noqa: E402
@@ -104,6 +108,12 @@ def cases():
     for kind in KINDS:
         add("migrate-hostile-%s" % kind, kind == "nested-brackets", migrate_hostile, kind)
     add("migrate-paths-one-str", False, migrate_paths_str)
+    for target in ("package-function", "process-state"):
+        for fmt in ("keras", "h5"):
+            add("keras-hostile-%s-%s" % (target, fmt), (target, fmt) == ("package-function",
+                                                                         "keras"),
+                keras_hostile, target, fmt)
+    add("inspect-colliding-names", True, colliding_names, 2000)
     return found
 
 

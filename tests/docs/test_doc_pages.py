@@ -2,6 +2,8 @@
 (the rules are in tests/doc_blocks.py)."""
 
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -35,6 +37,20 @@ def test_the_harness_runs_and_compares(tmp_path):
     failures = doc_blocks.run_page(page, scratch)
     assert len(failures) == 4, failures
     assert "not-run" in failures[2]
+
+
+def test_the_pages_python_is_the_one_running_the_tests_in_a_venv(tmp_path):
+    """In a virtual environment, `python` in a page's commands is the
+    environment's interpreter with its packages, not the base Python."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    probe = ("import sys; sys.path.insert(0, %r); import doc_blocks, pathlib; "
+             "scratch = pathlib.Path(%r); env = doc_blocks._environment(scratch); "
+             "print(doc_blocks._bash('python -c \"import sys; print(sys.prefix)\"', "
+             "scratch, env).strip())" % (str(ROOT / "tests"), str(tmp_path)))
+    out = subprocess.run([str(venv / "bin" / "python"), "-c", probe], check=True,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == str(venv)
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -31,6 +31,27 @@ def test_ci_runs_the_readme_test_command():
     assert quickstart_commands()[1] in ci.splitlines()
 
 
+def test_ci_runs_both_quickstart_commands_in_a_fresh_venv():
+    """Stage 1 of CI is a newcomer's run: a venv without the system's site
+    packages, activated, then both commands as printed, each stopping the run
+    when it fails; the suite runs once."""
+    lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    first, second = (lines.index(c) for c in quickstart_commands())
+    venv = [i for i, l in enumerate(lines) if l.startswith("python -m venv ")]
+    activate = [i for i, l in enumerate(lines) if l.startswith("source ") and "/bin/activate" in l]
+    assert len(venv) == 1 and "--system-site-packages" not in lines[venv[0]]
+    assert activate and venv[0] < activate[0] < first < second
+    assert lines[first + 1] == lines[second + 1] == "stop_if_failed"
+    assert sum("pytest" in l for l in lines if not l.lstrip().startswith("#")) == 1
+    helper = next(l for l in lines if l.startswith("stop_if_failed() "))
+    for command, status, reached in [("false && true", 1, False), ("(exit 3) && true", 3, False),
+                                     ("true && true", 0, True)]:
+        run = subprocess.run(["bash", "-c", "set -euo pipefail\n%s\n%s\nstop_if_failed\n"
+                              "echo reached" % (helper, command)],
+                             capture_output=True, text=True, check=False)
+        assert (run.returncode, "reached" in run.stdout) == (status, reached), command
+
+
 def test_setup_declares_what_the_quickstart_needs():
     setup = (ROOT / "setup.py").read_text()
     assert '"graph-override=graph_override.cli:main"' in setup
@@ -125,3 +146,32 @@ def test_ci_builds_the_site_strictly_after_the_tests():
     build = [i for i, line in enumerate(lines) if line.startswith("mkdocs build --strict")]
     assert build and build[0] > tests
     assert any('pip install -e ".[docs]"' in line for line in lines[tests:build[0]])
+
+
+def test_pyproject_builds_through_setuptools_and_setup_py_keeps_the_metadata():
+    lines = [line for line in (ROOT / "pyproject.toml").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert lines == ["[build-system]", 'requires = ["setuptools>=64"]',
+                     'build-backend = "setuptools.build_meta"']
+
+
+@pytest.mark.slow
+def test_a_wheel_builds_with_the_c_reader(tmp_path):
+    """`pip wheel .` (PEP 517, from a copy of the sources) builds the C
+    extension into the wheel; no download: the build uses this Python's
+    setuptools."""
+    pytest.importorskip("setuptools")
+    pytest.importorskip("wheel")
+    import shutil  # pylint: disable=import-outside-toplevel
+    import zipfile  # pylint: disable=import-outside-toplevel
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", "build", "*.so", "__pycache__", ".venv*", "*.egg-info", "site"))
+    run = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index",
+                          "--no-build-isolation", "-w", str(tmp_path / "dist"), str(source)],
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    wheel, = (tmp_path / "dist").glob("graph_override-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert any(re.fullmatch(r"graph_override/frozen/_scan\..*\.so", n) for n in names), names
+    assert any(n.endswith(".dist-info/entry_points.txt") for n in names)

@@ -385,3 +385,65 @@ def test_the_built_reader_is_newer_than_its_sources():
     stale = [s for s in sources if os.path.getmtime(s) > os.path.getmtime(built) + 1]
     assert not stale, ("%s is older than %s: run `python -m pip install -e .` again"
                        % (built, ", ".join(stale)))
+
+
+# --- names that collide in the hash table ---------------------------------
+
+PROBE_LIMIT = 128  # _scan_names.h: a lookup gives up after this many slots
+
+
+def _colliding_names(count, mask=511, slot=0):
+    """`count` node names whose hash, in this process, puts them in the
+    same slot of a table of mask + 1 slots (and of every smaller one)."""
+    names, k = [], 0
+    while len(names) < count:
+        name = b"n%d" % k
+        if _scan._name_hash(name) & mask == slot:  # pylint: disable=protected-access
+            names.append(name)
+        k += 1
+    return names
+
+
+@needs_c
+def test_the_name_hash_is_seeded_per_process():
+    """Three processes (loading the extension alone) hash a name three ways."""
+    code = ("import importlib.util as u, sys; s = u.spec_from_file_location('_scan', sys.argv[1]); "
+            "m = u.module_from_spec(s); s.loader.exec_module(m); print(m._name_hash(b'x'))")
+    seen = {subprocess.run([sys.executable, "-c", code, _scan.__file__], capture_output=True,
+                           text=True, check=True).stdout.strip() for _ in range(3)}
+    assert len(seen) == 3 and "" not in seen
+
+
+@needs_c
+@pytest.mark.parametrize("count,read", [(PROBE_LIMIT, True), (PROBE_LIMIT + 1, False)])
+def test_colliding_names_past_the_probe_limit_take_the_python_path(count, read, monkeypatch):
+    """The table holds PROBE_LIMIT names of one slot; one more and the C
+    reader gives the file to the Python path, which reads it the same."""
+    names = _colliding_names(count)
+    nodes = [_node(names[0])] + [_node(n, b"Identity", [names[0]]) for n in names[1:]]
+    data = _graph_bytes(*nodes)
+    assert (_scan.scan(data) is not None) == read
+    index, py = graph_index.read_index(data), _python_index(data, monkeypatch)
+    assert isinstance(index, graph_index.ScanIndex) == read
+    assert index.names == py.names == [n.decode() for n in names]
+    assert index.inputs == py.inputs == [names[0].decode()] * (count - 1)
+    if read:
+        assert index.resolved[0].tolist() == [0] * (count - 1)
+
+
+@needs_c
+@pytest.mark.parametrize("missing,read", [(False, True), (True, False)])
+def test_an_input_lookup_past_the_probe_limit_takes_the_python_path(missing, read, monkeypatch):
+    """128 names fill slots 0-127; an input naming a 129th name of slot 0
+    probes all of them (too many), an input naming the last one does not."""
+    names = _colliding_names(PROBE_LIMIT + 1)
+    reader = _colliding_names(1, slot=400)[0]
+    wanted = names[-1] if missing else names[-2]
+    nodes = [_node(n) for n in names[:-1]] + [_node(reader, b"Identity", [wanted])]
+    data = _graph_bytes(*nodes)
+    assert (_scan.scan(data) is not None) == read
+    index, py = graph_index.read_index(data), _python_index(data, monkeypatch)
+    assert isinstance(index, graph_index.ScanIndex) == read
+    assert index.names == py.names and index.inputs == py.inputs == [wanted.decode()]
+    if read:
+        assert index.resolved[0].tolist() == [PROBE_LIMIT - 1]

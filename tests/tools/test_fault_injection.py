@@ -187,3 +187,21 @@ def test_hostile_python_for_migrate_loses_nothing_and_exits_2(tmp_path):
     assert rows["migrate-hostile-fifo"] == ["2", "2", "0", "0", "0"]
     assert rows["migrate-hostile-sum-400"] == ["0", "0/1", "0", "0", "0"]
     assert os.listdir(str(tmp_path)) == []
+
+
+@pytest.mark.slow
+def test_hostile_keras_files_and_colliding_names_are_covered(faults, tmp_path):
+    """A Keras file naming a user package's function must be refused with
+    nothing run; colliding node names must read as with the Python reader."""
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "tools", "fault_injection.py")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TMPDIR=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, script, "-k", "keras-hostile-package-function-keras",
+         "-k", "inspect-colliding-names"],
+        capture_output=True, text=True, env=env, timeout=900)
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == "faults: 2 cases, 0 losses, 0 tracebacks, 0 wrong exit codes", (
+        proc.stdout + proc.stderr[-2000:])
+    names = [c.name for c in faults.cases()]
+    assert {"keras-hostile-process-state-h5", "keras-hostile-package-function-h5"} <= set(names)

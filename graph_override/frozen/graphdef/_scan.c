@@ -209,9 +209,10 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (names_ok && n > 0) {  /* duplicates, then every input */
         if (table_init(&t, n) < 0) goto error;
         dup = table_fill(&t, data, names.a, n);
+        if (dup == -2) goto unread;  /* names that collide: the Python path */
         if (dup < 0 && resolve) {
             if (vec_init(&src, m + 1) < 0 || vec_init(&port, m + 1) < 0) goto error;
-            resolve_inputs(&t, data, inputs.a, m, src.a, port.a);
+            if (resolve_inputs(&t, data, inputs.a, m, src.a, port.a) < 0) goto unread;
             src.n = port.n = m;
         }
     }
@@ -350,6 +351,17 @@ static PyObject *node_count(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(count);
 }
 
+/* ---- the hash seed ------------------------------------------------ */
+
+static PyObject *name_hash(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*", &buf)) return NULL;
+    uint64_t h = hash_bytes((const uint8_t *)buf.buf, (size_t)buf.len);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLongLong((unsigned long long)h);
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS,
      "scan(data, resolve=True): the index of a serialized GraphDef, or None."},
@@ -357,6 +369,8 @@ static PyMethodDef methods[] = {
      "node_count(data): how many nodes (field 1) the GraphDef holds, or None."},
     {"append", append, METH_VARARGS,
      "append(data, nodes, which, suffix_of, suffixes): data with node suffixes appended."},
+    {"_name_hash", name_hash, METH_VARARGS,
+     "_name_hash(name): the table's hash of a node name in this process (for tests)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -365,4 +379,20 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+/* Seeds the name hash from os.urandom, so that no file can be made of
+ * names that collide in every process. */
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *os = PyImport_ImportModule("os"), *seed;
+    if (os == NULL) return NULL;
+    seed = PyObject_CallMethod(os, "urandom", "i", (int)sizeof(hash_seed));
+    Py_DECREF(os);
+    if (seed == NULL) return NULL;
+    if (!PyBytes_Check(seed) || PyBytes_GET_SIZE(seed) != (Py_ssize_t)sizeof(hash_seed)) {
+        Py_DECREF(seed);
+        PyErr_SetString(PyExc_RuntimeError, "os.urandom returned no seed");
+        return NULL;
+    }
+    memcpy(&hash_seed, PyBytes_AS_STRING(seed), sizeof(hash_seed));
+    Py_DECREF(seed);
+    return PyModule_Create(&module);
+}

@@ -3,6 +3,11 @@
  * lookups with prefetch: they are memory bound), and the resolution of
  * inputs (NAME, NAME:PORT, ^NAME) to the node they read. Included by
  * _scan.c after Python.h.
+ *
+ * A file's names cannot make the table slow: the hash is seeded once per
+ * process from os.urandom (hash_seed, set at import), and a lookup that
+ * probes more than PROBE_LIMIT slots gives up (PROBES_EXCEEDED), which
+ * makes scan() return None: the caller then takes the pure-Python path.
  */
 #ifndef GRAPH_OVERRIDE_SCAN_NAMES_H
 #define GRAPH_OVERRIDE_SCAN_NAMES_H
@@ -25,8 +30,10 @@ static uint64_t mix(uint64_t h) {  /* MurmurHash3's finalizer */
     return h;
 }
 
+static uint64_t hash_seed;  /* per process: set by the module's init */
+
 static uint64_t hash_bytes(const uint8_t *s, size_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    uint64_t h = mix(hash_seed ^ 0x9E3779B97F4A7C15ULL ^ (uint64_t)n);
     uint64_t w;
     while (n >= 8) {
         memcpy(&w, s, 8);
@@ -45,6 +52,11 @@ static uint64_t hash_bytes(const uint8_t *s, size_t n) {
  * lengths fit 32 bits: scan() refuses data of 2 GB or more. */
 #define EMPTY 0xFFFFFFFFu
 #define BATCH 32
+/* At most half the slots are used: a lookup in a random table probes 2.5
+ * slots on average, and more than 128 about never (a graph of 10 million
+ * nodes has its longest run near 60). */
+#define PROBE_LIMIT 128
+#define PROBES_EXCEEDED INT64_MIN
 
 typedef struct {
     uint32_t tag, node, off, len;
@@ -83,12 +95,14 @@ static void key_set(key *k, const table *t, const uint8_t *s, size_t n) {
     PREFETCH(&t->e[k->h & t->mask]);
 }
 
-/* The node named k, or -1 - (the free slot where it would go). */
+/* The node named k, or -1 - (the free slot where it would go), or
+ * PROBES_EXCEEDED after PROBE_LIMIT slots. */
 static int64_t table_probe(const table *t, const uint8_t *data, const key *k) {
     size_t i = (size_t)k->h & t->mask;
     uint32_t tag = (uint32_t)(k->h >> 32);
-    for (;;) {
+    for (int probes = 0;; probes++) {
         const entry *e = &t->e[i];
+        if (probes == PROBE_LIMIT) return PROBES_EXCEEDED;
         if (e->node == EMPTY) return -1 - (int64_t)i;
         if (e->tag == tag && e->len == k->len && memcmp(data + e->off, k->s, k->len) == 0)
             return e->node;
@@ -104,7 +118,7 @@ static void key_prefetch_name(const key *k, const table *t, const uint8_t *data)
 
 /* Adds every name, in node order, in batches whose table entries are
  * fetched from memory together. Returns the first node whose name an
- * earlier node has, or -1. */
+ * earlier node has, or -1; -2 when a lookup probed too long. */
 static int64_t table_fill(table *t, const uint8_t *data, const int32_t *names, Py_ssize_t n) {
     key keys[BATCH];
     for (Py_ssize_t base = 0; base < n; base += BATCH) {
@@ -114,6 +128,7 @@ static int64_t table_fill(table *t, const uint8_t *data, const int32_t *names, P
         for (k = 0; k < nb; k++) key_prefetch_name(&keys[k], t, data);
         for (k = 0; k < nb; k++) {
             int64_t r = table_probe(t, data, &keys[k]);
+            if (r == PROBES_EXCEEDED) return -2;
             if (r >= 0) return base + k;
             entry *e = &t->e[-1 - r];
             e->tag = (uint32_t)(keys[k].h >> 32);
@@ -168,8 +183,9 @@ static int split_input(const uint8_t *s, size_t n, size_t *name_len, int64_t *po
     return 1;
 }
 
-/* src and port of every input (see the module), in batches. */
-static void resolve_inputs(const table *t, const uint8_t *data, const int32_t *inputs,
+/* src and port of every input (see the module), in batches; 0, or -1
+ * when a lookup probed too long. */
+static int resolve_inputs(const table *t, const uint8_t *data, const int32_t *inputs,
                            Py_ssize_t m, int32_t *src, int32_t *port) {
     key keys[BATCH];
     int ok[BATCH];
@@ -187,9 +203,11 @@ static void resolve_inputs(const table *t, const uint8_t *data, const int32_t *i
             if (ok[k]) key_prefetch_name(&keys[k], t, data);
         for (k = 0; k < nb; k++) {
             int64_t r = ok[k] ? table_probe(t, data, &keys[k]) : -1;
+            if (r == PROBES_EXCEEDED) return -1;
             src[base + k] = r >= 0 ? (int32_t)r : -1;
         }
     }
+    return 0;
 }
 
 #endif
