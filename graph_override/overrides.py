@@ -26,7 +26,8 @@ from graph_override.scope import claim_graph, require_graph_mode
 # into one graph never see each other's override map.
 _build_lock = threading.RLock()
 
-__all__ = sorted(["gradient_name"] + list(_family.ESTIMATOR_FUNCTIONS))
+# The estimator functions are made from the table (see _family.define).
+__all__ = ["gradient_name"] + list(_family.ESTIMATOR_FUNCTIONS)
 
 
 def gradient_name(estimator, **params):

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -21,19 +20,15 @@ from graph_override.errors import UnknownEstimatorError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-# The record docs/architecture.md's recipe adds, as a user would write it.
-STE_CEIL = '''
 
-define(
-    "ste_ceil", op_type="Ceil",
-    forward=lambda x, p: tf.math.ceil(x),
-    multiplier=lambda x, p: None,
-    doc=Doc(
-        summary="Ceiling with an identity gradient.",
-        forward="q(x) = ceil(x)", gradient="dq/dx = 1",
-        row=("ceil", "dy"),
-        example={}, values="[-1.  0.  2.]", grads="[1. 1. 1.]", paper=_STE_PAPER))
-'''
+
+def recipe_record():
+    """The record docs/architecture.md's recipe adds ("Where to add things",
+    "An estimator"): its python block."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    recipe = text[text.index("**An estimator.**"):text.index("**A migration idiom.**")]
+    block = recipe[recipe.index("```python\n") + len("```python\n"):]
+    return block[:block.index("```")]
 
 
 @pytest.mark.parametrize("call", [
@@ -195,7 +190,7 @@ def test_adding_an_estimator_is_one_record(tmp_path):
     shutil.copytree(ROOT / "graph_override", package,
                     ignore=shutil.ignore_patterns("__pycache__"))
     with open(package / "estimators" / "table.py", "a") as table:
-        table.write(STE_CEIL)
+        table.write("\n\n" + recipe_record())
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "src"), TF_CPP_MIN_LOG_LEVEL="3")
