@@ -49,6 +49,7 @@ setup(
             "hypothesis>=6",
             # The estimator plot and the benchmark figures.
             "matplotlib>=3.5",
+            "ruff>=0.5",  # the lint gate of .ci/run (ruff.toml)
         ],
         # scripts/plot_estimators.py and the figure of scripts/bench.py.
         "scripts": ["matplotlib>=3.5"],

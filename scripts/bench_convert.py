@@ -22,6 +22,7 @@ large synthetic graph, next to TensorFlow's own wrap_function + prune.
 """
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -196,11 +197,13 @@ def conversion_times(nodes, repeats):
             ("synthetic (%d nodes)" % len(big.node), large)):
         row = {}
         for label, make in (
-                ("wrap_function + prune", lambda: _plain_wrap(graph_def, inputs, outputs)),
-                ("to_function", lambda: frozen.to_function(graph_def, inputs, outputs,
-                                                          **kwargs)),
-                ("to_function, trainable", lambda: frozen.to_function(
-                    graph_def, inputs, outputs, trainable=trainable, **kwargs))):
+                ("wrap_function + prune",
+                 functools.partial(_plain_wrap, graph_def, inputs, outputs)),
+                ("to_function",
+                 functools.partial(frozen.to_function, graph_def, inputs, outputs, **kwargs)),
+                ("to_function, trainable",
+                 functools.partial(frozen.to_function, graph_def, inputs, outputs,
+                                   trainable=trainable, **kwargs))):
             best = float("inf")
             for _ in range(repeats):
                 start = time.perf_counter()

@@ -1,8 +1,6 @@
 """Every code block of the guides runs and prints what the page shows
 (the rules are in tests/doc_blocks.py)."""
 
-import pathlib
-
 import pytest
 
 import doc_blocks
