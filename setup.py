@@ -49,6 +49,7 @@ setup(
             "hypothesis>=6",
             # The estimator plot and the benchmark figures.
             "matplotlib>=3.5",
+            "ruff>=0.5",  # the lint gate of .ci/run (ruff.toml)
         ],
         # The reference the quantized Keras layers are tested against
         # (tests/keras/test_keras_larq.py): larq runs on Keras 2 only, so

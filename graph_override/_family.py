@@ -1,78 +1,56 @@
-"""The public signatures of the estimator functions, written once.
+"""The public functions of a family, made from the estimator table.
 
-`define(module_name, family, apply)` creates the eleven functions of a
-family around its ``apply(estimator, x, name, params)``, sets their names and
-docstrings, and returns them for the family module to bind by name, so the three families cannot drift apart in names,
-parameters or defaults.
+`define(module_name, family, apply)` makes one function per record of
+`graph_override.estimators.ESTIMATORS` around the family's
+``apply(estimator, x, name, params)``: a real Python function whose
+signature is ``NAME(x, <the record's parameters with their defaults>,
+name=None)`` (so `inspect.signature`, `help()` and mkdocstrings show them),
+with the record's docstring for that family. The three families cannot
+drift apart in names, parameters or defaults, and a family module binds the
+functions with ``globals().update(...)``: it holds no list of names.
 """
 
-from graph_override import _docs
+from graph_override import _docs, estimators
 
 __all__ = ["ESTIMATOR_FUNCTIONS", "define"]
 
-ESTIMATOR_FUNCTIONS = (
-    "approx_sign", "clip_gradient", "dorefa_quantize", "flip_gradient",
-    "scale_gradient", "ste_floor", "ste_heaviside", "ste_round", "ste_sign",
-    "ste_tern", "swish_sign",
-)
+ESTIMATOR_FUNCTIONS = tuple(sorted(estimators.ESTIMATORS))
+"""The names of the estimator functions, sorted."""
+
+_SOURCE = '''\
+def {name}(x, {params}name=None):
+    return _apply({name!r}, x, name, {{{items}}})
+'''
 
 
-def _functions(apply):
-    def ste_sign(x, clip_value=1.0, name=None):
-        return apply("ste_sign", x, name, {"clip_value": clip_value})
-
-    def approx_sign(x, name=None):
-        return apply("approx_sign", x, name, {})
-
-    def swish_sign(x, beta=5.0, name=None):
-        return apply("swish_sign", x, name, {"beta": beta})
-
-    def ste_heaviside(x, clip_value=1.0, name=None):
-        return apply("ste_heaviside", x, name, {"clip_value": clip_value})
-
-    def ste_tern(x, threshold_value=0.05, ternary_weight_networks=False,
-                 clip_value=1.0, name=None):
-        return apply("ste_tern", x, name, {
-            "threshold_value": threshold_value,
-            "ternary_weight_networks": ternary_weight_networks,
-            "clip_value": clip_value})
-
-    def ste_round(x, name=None):
-        return apply("ste_round", x, name, {})
-
-    def ste_floor(x, name=None):
-        return apply("ste_floor", x, name, {})
-
-    def dorefa_quantize(x, k_bit=2, name=None):
-        return apply("dorefa_quantize", x, name, {"k_bit": k_bit})
-
-    def flip_gradient(x, scale=1.0, name=None):
-        return apply("flip_gradient", x, name, {"scale": scale})
-
-    def scale_gradient(x, scale, name=None):
-        return apply("scale_gradient", x, name, {"scale": scale})
-
-    def clip_gradient(x, clip_value_min, clip_value_max, name=None):
-        return apply("clip_gradient", x, name, {"clip_value_min": clip_value_min,
-                                                "clip_value_max": clip_value_max})
-
-    return [ste_sign, approx_sign, swish_sign, ste_heaviside, ste_tern,
-            ste_round, ste_floor, dorefa_quantize, flip_gradient,
-            scale_gradient, clip_gradient]
+def _function(spec, apply):
+    """``spec.name(x, <params>, name=None)`` calling ``apply``, compiled from
+    a template so that its signature is the record's, defaults included."""
+    params = "".join("%s, " % p.name if p.required else "%s=_default_%s, " % (p.name, p.name)
+                     for p in spec.params)
+    items = ", ".join("%r: %s" % (p.name, p.name) for p in spec.params)
+    namespace = {"_apply": apply}
+    namespace.update(("_default_" + p.name, p.default) for p in spec.params
+                     if not p.required)
+    source = _SOURCE.format(name=spec.name, params=params, items=items)
+    exec(compile(source, "<graph_override.%s>" % spec.name, "exec"),  # pylint: disable=exec-used
+         namespace)
+    return namespace[spec.name]
 
 
 def define(module_name, family, apply):
-    """The family's estimator functions, in ESTIMATOR_FUNCTIONS order.
+    """The family's estimator functions, by name, in ESTIMATOR_FUNCTIONS order.
 
-    Each family module binds them by name, so the names are visible to
-    readers and static tools::
+    Each family module binds them, and lists them in its ``__all__``::
 
-        (approx_sign, clip_gradient, ...) = _family.define(__name__, "tf2", _apply)
+        _FUNCTIONS = _family.define(__name__, "tf2", _apply)
+        globals().update(_FUNCTIONS)
     """
-    by_name = {}
-    for fn in _functions(apply):
+    out = {}
+    for name in ESTIMATOR_FUNCTIONS:
+        fn = _function(estimators.ESTIMATORS[name], apply)
         fn.__module__ = module_name
-        fn.__qualname__ = fn.__name__
-        fn.__doc__ = _docs.docstring(fn.__name__, family)
-        by_name[fn.__name__] = fn
-    return tuple(by_name[name] for name in ESTIMATOR_FUNCTIONS)
+        fn.__qualname__ = name
+        fn.__doc__ = _docs.docstring(name, family)
+        out[name] = fn
+    return out

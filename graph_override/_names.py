@@ -7,8 +7,8 @@ import re
 
 from graph_override import estimators
 
-__all__ = ["BUILTIN_PREFIX", "builtin_name", "builtin_setting", "parse_builtin_name",
-           "parse_value"]
+__all__ = ["BUILTIN_PREFIX", "builtin_name", "builtin_setting", "example_name",
+           "parse_builtin_name", "parse_value"]
 
 BUILTIN_PREFIX = "graph_override."
 
@@ -33,6 +33,16 @@ def builtin_name(estimator, params):
     """
     body = ", ".join("%s=%s" % (k, _format_value(v)) for k, v in params.items())
     return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, body)
+
+
+def example_name(estimator):
+    """A built-in name to suggest: the defaults, or ``...`` for the
+    parameters that have none (``graph_override.scale_gradient(scale=...)``)."""
+    defaults = estimators.ESTIMATORS[estimator].defaults
+    if all(v is not None for _, v in defaults):
+        return builtin_name(estimator, estimators.normalize(estimator, {}))
+    return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, ", ".join(
+        "%s=%s" % (k, "..." if v is None else _format_value(v)) for k, v in defaults))
 
 
 _WORDS = {"None": None, "none": None, "True": True, "true": True,

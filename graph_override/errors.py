@@ -23,6 +23,7 @@ __all__ = [
     "SerializationError",
     "SourceError",
     "TrainingOutputError",
+    "UnknownEstimatorError",
     "UnknownFamilyError",
     "UnknownGradientError",
     "UnknownOpTypeError",
@@ -57,6 +58,11 @@ class UnknownOpTypeError(GraphOverrideError, ValueError):
 
 class UnknownGradientError(GraphOverrideError, LookupError):
     """A gradient name is neither registered nor a resolvable built-in name."""
+
+
+class UnknownEstimatorError(GraphOverrideError, ValueError):
+    """A name that is not one of the built-in estimators (the message
+    suggests the closest)."""
 
 
 class NoMatchError(GraphOverrideError, ValueError):

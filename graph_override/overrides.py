@@ -26,20 +26,8 @@ from graph_override.scope import claim_graph, require_graph_mode
 # into one graph never see each other's override map.
 _build_lock = threading.RLock()
 
-__all__ = [
-    "approx_sign",
-    "clip_gradient",
-    "dorefa_quantize",
-    "flip_gradient",
-    "gradient_name",
-    "scale_gradient",
-    "ste_floor",
-    "ste_heaviside",
-    "ste_round",
-    "ste_sign",
-    "ste_tern",
-    "swish_sign",
-]
+# The estimator functions are made from the table (see _family.define).
+__all__ = ["gradient_name"] + list(_family.ESTIMATOR_FUNCTIONS)
 
 
 def gradient_name(estimator, **params):
@@ -58,37 +46,24 @@ def _registered_name(estimator, params):
     return registry.resolve(registry.builtin_name(estimator, params))
 
 
-def _build(estimator, x, params, grad_name):
-    graph = x.graph
-    override = graph.gradient_override_map
-    if estimator in ("ste_round", "ste_floor"):
-        with override({estimators.ESTIMATORS[estimator].op_type: grad_name}):
-            return tf.round(x) if estimator == "ste_round" else tf.floor(x)
-    if estimator in ("flip_gradient", "scale_gradient", "clip_gradient"):
-        with override({"Identity": grad_name}):
-            return tf.identity(x)
-    if estimator == "dorefa_quantize":
-        # The DoReFa-Net idiom: clip passes dy on [0, 1], Round passes it on.
-        n = tf.constant(float(2 ** params["k_bit"] - 1), dtype=x.dtype)
-        clipped = tf.clip_by_value(x, tf.constant(0.0, x.dtype),
-                                   tf.constant(1.0, x.dtype))
-        with override({"Round": "Identity"}):
-            return estimators.exact_divide(tf.round(clipped * n), n)
-    # Sign-based estimators: the Sign that reads x carries the estimator.
-    with override({"Sign": grad_name}):
-        s = tf.sign(x)
-    if estimator == "ste_heaviside":
-        with override({"Relu": "Identity"}):
-            return tf.nn.relu(s)  # == estimators.heaviside(x)
-    if estimator == "ste_tern":
-        correction = estimators.ternary_correction(x, s, params)
-        with override({"Sign": "Identity"}):
-            return tf.sign(s + tf.stop_gradient(correction))  # == ternary(x)
-    with override({"Sign": "Identity"}):
-        return tf.sign(s + tf.constant(0.1, dtype=x.dtype))  # == sign_pm1(x)
+def _build(spec, x, params, grad_name):
+    """The record's own build, or its forward under ``{op_type: grad_name}``,
+    which must then be one op of that type reading x."""
+    override = x.graph.gradient_override_map
+    if spec.build is not None:
+        return spec.build(x, params, grad_name, override)
+    with override({spec.op_type: grad_name}):
+        y = spec.forward(x, params)
+    if y.op.type != spec.op_type or not y.op.inputs or y.op.inputs[0].name != x.name:
+        raise TypeError(
+            "estimator %r: its forward is not one %s op on x (it ends in %s), so the "
+            "overrides family cannot re-route its gradient; give its record a build "
+            "(graph_override/estimators/table.py)" % (spec.name, spec.op_type, y.op.type))
+    return y
 
 
 def _apply(estimator, x, name, params):
+    spec = estimators.spec(estimator)
     params = estimators.normalize(estimator, params)
     what = "graph_override.overrides.%s" % estimator
     require_graph_mode(what, [x] if tf.is_tensor(x) else [])
@@ -96,9 +71,7 @@ def _apply(estimator, x, name, params):
     with tf.compat.v1.name_scope(name, estimator, [x]):
         x = estimators.check_float_input(x, estimator)
         with _build_lock, claim_graph(x.graph, what):
-            return _build(estimator, x, params, grad_name)
+            return _build(spec, x, params, grad_name)
 
 
-(approx_sign, clip_gradient, dorefa_quantize, flip_gradient, scale_gradient,
- ste_floor, ste_heaviside, ste_round, ste_sign, ste_tern,
- swish_sign) = _family.define(__name__, "overrides", _apply)
+globals().update(_family.define(__name__, "overrides", _apply))

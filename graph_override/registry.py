@@ -20,7 +20,7 @@ import threading
 
 from graph_override import _compat, estimators
 from graph_override._names import (BUILTIN_PREFIX, builtin_name, builtin_setting,  # noqa: F401
-                                   parse_builtin_name, parse_value)
+                                   example_name, parse_builtin_name, parse_value)
 from graph_override._contract import check_gradients
 from graph_override.errors import DuplicateGradientError, UnknownGradientError
 
@@ -259,16 +259,6 @@ def is_resolvable(name):
     return _compat.has_gradient_entry(name) or builtin_setting(name) is not None
 
 
-def _example_name(estimator):
-    """A built-in name to suggest: the defaults, or placeholders for the
-    parameters that have none (scale_gradient's scale)."""
-    defaults = estimators.ESTIMATORS[estimator].defaults
-    if all(v is not None for _, v in defaults):
-        return builtin_name(estimator, estimators.normalize(estimator, {}))
-    return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, ", ".join(
-        "%s=%s" % (k, "..." if v is None else _format_value(v)) for k, v in defaults))
-
-
 def _short_name(name):
     short = name.split("(")[0].strip()
     return short[len(BUILTIN_PREFIX):] if short.startswith(BUILTIN_PREFIX) else short
@@ -290,8 +280,7 @@ def estimator_suggestions(name, limit=3):
     short = _short_name(str(name))
     if not short:
         return []
-    return difflib.get_close_matches(short, list(estimators.ESTIMATORS),
-                                     n=limit, cutoff=0.6)
+    return estimators.suggestions(short, limit)
 
 
 def resolve(name):
@@ -310,11 +299,11 @@ def resolve(name):
         return name
     short = _short_name(name)
     if short in estimators.ESTIMATORS:  # a known estimator, bad parameters
-        hints = [_example_name(short)]
+        hints = [example_name(short)]
     else:
         # A misspelled estimator gets estimator names, not look-alike op
         # types from TensorFlow's registry ("ste_sing" is not "AsString").
-        hints = [_example_name(e) for e in estimator_suggestions(name)]
+        hints = [example_name(e) for e in estimator_suggestions(name)]
         if not hints:
             hints = difflib.get_close_matches(
                 name, _compat.gradient_registry_names(), n=3, cutoff=0.6)

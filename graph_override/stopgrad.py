@@ -17,28 +17,17 @@ CPU kernels flush subnormal numbers to zero, so for `flip_gradient` and
 out as a zero of the same sign. Every other value is bitwise identical to the
 other families, and any later arithmetic op would flush it anyway.
 
-`clip_gradient` is the one exception to registry-freedom: a clipped gradient is not linear in dy,
-which no stop_gradient identity can express, so it delegates to
-`graph_override.tf2.clip_gradient`.
+An estimator whose gradient is not linear in dy (`clip_gradient`) is the one
+exception to registry-freedom: no stop_gradient identity can express it, so
+it delegates to its `graph_override.tf2` function.
 """
 
 import tensorflow as tf
 
 from graph_override import _family, estimators, tf2
 
-__all__ = [
-    "approx_sign",
-    "clip_gradient",
-    "dorefa_quantize",
-    "flip_gradient",
-    "scale_gradient",
-    "ste_floor",
-    "ste_heaviside",
-    "ste_round",
-    "ste_sign",
-    "ste_tern",
-    "swish_sign",
-]
+# The estimator functions are made from the table (see _family.define).
+__all__ = list(_family.ESTIMATOR_FUNCTIONS)
 
 
 def stop_gradient_form(estimator, x, y, params, name=None):
@@ -62,13 +51,11 @@ def apply_stop_gradient(estimator, x, params):
 
 def _apply(estimator, x, name, params):
     params = estimators.normalize(estimator, params)
-    if estimator == "clip_gradient":
-        return tf2.clip_gradient(x, name=name, **params)
+    if not estimators.spec(estimator).linear:
+        return getattr(tf2, estimator)(x, name=name, **params)
     with tf.name_scope(name or estimator):
         x = estimators.check_float_input(x, estimator)
         return apply_stop_gradient(estimator, x, params)
 
 
-(approx_sign, clip_gradient, dorefa_quantize, flip_gradient, scale_gradient,
- ste_floor, ste_heaviside, ste_round, ste_sign, ste_tern,
- swish_sign) = _family.define(__name__, "stopgrad", _apply)
+globals().update(_family.define(__name__, "stopgrad", _apply))

@@ -21,27 +21,13 @@ that has imported ``graph_override.tf2``. See docs/guide/tf2.md.
 
 import tensorflow as tf
 
-from graph_override import _family, _keras, estimators, registry
+from graph_override import _family, _keras, estimators
 from graph_override._allowed import allow_op_functions
 from graph_override.legacy import OpWithGradient, op_with_gradient
 
-__all__ = [
-    "Estimator",
-    "OpWithGradient",
-    "allow_op_functions",
-    "approx_sign",
-    "clip_gradient",
-    "dorefa_quantize",
-    "flip_gradient",
-    "op_with_gradient",
-    "scale_gradient",
-    "ste_floor",
-    "ste_heaviside",
-    "ste_round",
-    "ste_sign",
-    "ste_tern",
-    "swish_sign",
-]
+# The estimator functions are made from the table (see _family.define).
+__all__ = ["Estimator", "OpWithGradient", "allow_op_functions", "op_with_gradient"] + list(
+    _family.ESTIMATOR_FUNCTIONS)
 
 
 def _apply(estimator, x, name, params):
@@ -58,9 +44,8 @@ def _apply(estimator, x, name, params):
         return estimator_op(x)
 
 
-(approx_sign, clip_gradient, dorefa_quantize, flip_gradient, scale_gradient,
- ste_floor, ste_heaviside, ste_round, ste_sign, ste_tern,
- swish_sign) = _family.define(__name__, "tf2", _apply)
+_FUNCTIONS = _family.define(__name__, "tf2", _apply)
+globals().update(_FUNCTIONS)
 
 
 class Estimator:
@@ -99,8 +84,9 @@ class Estimator:
         the others keep their defaults.
 
     Raises:
-      ValueError: `estimator` is not an estimator's name (the message
-        suggests the closest), or a parameter is out of range.
+      UnknownEstimatorError: `estimator` is not an estimator's name (the
+        message suggests the closest); a ValueError.
+      ValueError: a parameter is out of range.
       TypeError: a parameter the estimator does not take, or of the wrong
         type; a missing required one (scale_gradient's scale).
     """
@@ -112,11 +98,7 @@ class Estimator:
                             "of an estimator, such as %r, got %r" % (
                                 name if name in estimators.ESTIMATORS else "ste_sign",
                                 estimator))
-        if estimator not in estimators.ESTIMATORS:
-            close = registry.estimator_suggestions(estimator)
-            raise ValueError("Estimator(%r): no estimator of that name.%s Estimators: %s." % (
-                estimator, " Did you mean %s?" % " or ".join(repr(c) for c in close)
-                if close else "", ", ".join(estimators.ESTIMATORS)))
+        estimators.spec(estimator, where="Estimator(%r)" % estimator)
         self._estimator = estimator
         self._params = estimators.normalize(estimator, params)
 
@@ -163,6 +145,4 @@ class Estimator:
             "%s=%r" % kv for kv in self._params.items()])
 
 
-_keras.register([approx_sign, clip_gradient, dorefa_quantize, flip_gradient,
-                 scale_gradient, ste_floor, ste_heaviside, ste_round, ste_sign,
-                 ste_tern, swish_sign, Estimator])
+_keras.register(list(_FUNCTIONS.values()) + [Estimator])

@@ -2,9 +2,10 @@
 
 The curves come from the library itself: `graph_override.tf2` (the
 `tf.custom_gradient` family, the test oracle) evaluated under a
-`tf.GradientTape` with upstream gradient dy = 1. `clip_gradient` is the one
-estimator whose gradient depends on dy rather than on x, so its gradient
-panel plots dx against dy.
+`tf.GradientTape` with upstream gradient dy = 1, each estimator with the
+setting its record gives (`graph_override/estimators/table.py`). An estimator
+whose gradient depends on dy rather than on x (`clip_gradient`) has its
+gradient panel plot dx against dy.
 
 Usage:
   python scripts/plot_estimators.py                 # writes docs/estimators.png
@@ -34,25 +35,16 @@ from graph_override._atomic import atomic_write  # noqa: E402  pylint: disable=w
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "estimators.png"
 
-# The setting drawn for each estimator: its defaults, except where a
-# parameter is required (scale_gradient, clip_gradient) or the default is
-# too small to see at this scale (ste_tern's threshold 0.05).
-SETTINGS = collections.OrderedDict([
-    ("ste_sign", {}),
-    ("approx_sign", {}),
-    ("swish_sign", {}),
-    ("ste_heaviside", {}),
-    ("ste_tern", {"threshold_value": 0.5}),
-    ("ste_round", {}),
-    ("ste_floor", {}),
-    ("dorefa_quantize", {}),
-    ("flip_gradient", {}),
-    ("scale_gradient", {"scale": 0.5}),
-    ("clip_gradient", {"clip_value_min": -0.5, "clip_value_max": 0.5}),
-])
+# The setting drawn for each estimator, from its record: the parameters of
+# its docstring example, or a plot setting where those are too small to see
+# at this scale (ste_tern's threshold 0.05).
+SETTINGS = collections.OrderedDict(
+    (name, spec.doc.example if spec.doc.plot is None else spec.doc.plot)
+    for name, spec in estimators.ESTIMATORS.items())
 
-# Estimators whose gradient is drawn against the upstream gradient dy.
-DY_AXIS = ("clip_gradient",)
+# Estimators whose gradient depends on dy, not only on x (not linear in dy):
+# their gradient is drawn against the upstream gradient dy.
+DY_AXIS = tuple(name for name, spec in estimators.ESTIMATORS.items() if not spec.linear)
 
 Curve = collections.namedtuple("Curve", ["name", "params", "x", "forward",
                                          "gradient_axis", "gradient"])
@@ -85,10 +77,6 @@ def compute_curve(name, params, x):
 def compute_curves(points=801):
     """`compute_curve` for every estimator in `SETTINGS`, in table order."""
     x = grid(points)
-    missing = set(estimators.ESTIMATORS) - set(SETTINGS)
-    if missing:
-        raise RuntimeError("scripts/plot_estimators.py has no plot setting for "
-                           "estimator(s) %s; add them to SETTINGS" % sorted(missing))
     return [compute_curve(name, params, x) for name, params in SETTINGS.items()]
 
 

@@ -6,6 +6,7 @@ float16, bfloat16, float32 and float64. The overrides family runs in graph
 mode (Session); stopgrad and tf2 in graph, eager and tf.function mode.
 """
 
+import functools
 import inspect
 
 import numpy as np
@@ -338,7 +339,7 @@ def test_ste_tern_keeps_the_sign_at_the_threshold_as_larq(t, dtype):
     x = _tern_inputs(t, dtype)
     want = [1, -1, 1, 0, 0, -1, 0, 0, 1, -1]
     for family, mode in FAMILY_MODES:
-        got = testing.evaluate(lambda v: family.ste_tern(v, threshold_value=t), x, mode)
+        got = testing.evaluate(functools.partial(family.ste_tern, threshold_value=t), x, mode)
         where = "%s/%s %s" % (family.__name__, mode, dtype)
         np.testing.assert_array_equal(got.outputs.astype(np.float64), want, err_msg=where)
         assert not np.any(np.signbit(got.outputs[np.asarray(want) == 0])), where
@@ -361,7 +362,7 @@ def test_ste_tern_is_bitwise_larq(params, dtype):
     x = make_inputs([0.05, 0.5, 1.0], dtype, seed=3)
     want = _larq_ste_tern(tf.constant(x), **params).numpy()
     for family, mode in FAMILY_MODES:
-        got = testing.evaluate(lambda v: family.ste_tern(v, **params), x, mode)
+        got = testing.evaluate(functools.partial(family.ste_tern, **params), x, mode)
         testing._assert_bitwise(got.outputs, want, "%s/%s" % (family.__name__, mode))  # pylint: disable=protected-access
 
 
@@ -379,7 +380,8 @@ def test_ste_tern_ternary_weight_networks_threshold(dtype):
     assert set(want.tolist()) == {-1.0, 0.0, 1.0}
     dy = np.linspace(-1, 1, x.size).astype(dt)
     for family, mode in FAMILY_MODES:
-        got = testing.evaluate(lambda v: family.ste_tern(v, **params), x, mode, upstream=dy)
+        got = testing.evaluate(functools.partial(family.ste_tern, **params), x, mode,
+                                upstream=dy)
         where = "%s/%s %s" % (family.__name__, mode, dtype)
         np.testing.assert_array_equal(got.outputs.astype(np.float64), want, err_msg=where)
         np.testing.assert_allclose(got.gradients[0].astype(np.float64),

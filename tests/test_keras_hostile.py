@@ -29,7 +29,7 @@ KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
 # graph_override; TensorFlow functions that are not pure ops.
 HOSTILE = [
     "requests.api:get", "absl.app:_exit_before_main", "os:system", "subprocess:run",
-    "builtins:input", "shutil:disk_usage", "graph_override.frozen.io:save",
+    "builtins:input", "shutil:disk_usage", "graph_override.frozen.graphdef.io:save",
     "tf.experimental.numpy.experimental_enable_numpy_behavior", "tf.io.write_file",
     "tf.io.read_file", "tf.compat.v1.write_file", "tf.compat.v1.read_file",
     "tf.compat.v1.py_func", "tf.py_function", "tf.numpy_function", "tf.print",

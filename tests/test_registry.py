@@ -4,6 +4,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -411,6 +412,31 @@ def test_estimator_suggestions_search_only_the_estimator_table():
     # Names close to TensorFlow's own gradients still get those.
     with pytest.raises(go.UnknownGradientError, match="Did you mean 'Identity'"):
         go.resolve("Identiy")
+
+
+@pytest.mark.parametrize("name, hint", [
+    ("graph_override.scale_gradient(scale=abc)", "graph_override.scale_gradient(scale=...)"),
+    ("graph_override.clip_gradient(clip_value_min=0.0)",
+     "graph_override.clip_gradient(clip_value_min=..., clip_value_max=...)"),
+    ("graph_override.ste_sign(clip=1.0)", "graph_override.ste_sign(clip_value=1.0)"),
+])
+def test_a_known_estimator_with_bad_parameters_gets_an_example_name(name, hint):
+    """The hint for an estimator with a required parameter shows ``...`` for it."""
+    with pytest.raises(go.UnknownGradientError) as info:
+        go.resolve(name)
+    assert "Did you mean %r?" % hint in str(info.value)
+
+
+def test_the_example_name_of_required_and_optional_parameters(monkeypatch):
+    """An estimator with a required parameter and a defaulted one: the hint
+    writes the default (this line once raised NameError: the formatter had
+    moved to another module)."""
+    from graph_override import estimators  # pylint: disable=import-outside-toplevel
+    mixed = types.SimpleNamespace(defaults=(("scale", None), ("clip_value", 0.5)))
+    monkeypatch.setattr(estimators, "ESTIMATORS", dict(estimators.ESTIMATORS, mixed=mixed))
+    with pytest.raises(go.UnknownGradientError) as info:
+        go.resolve("graph_override.mixed(clip_value=2)")
+    assert "Did you mean 'graph_override.mixed(scale=..., clip_value=0.5)'?" in str(info.value)
 
 
 def test_a_misspelled_estimator_in_a_map_rule_suggests_the_estimator():

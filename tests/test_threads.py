@@ -163,7 +163,7 @@ def test_scopes_in_one_thread_nest_and_claims_are_released():
         with pytest.raises(KeyError):
             with go.override_gradients({"Sign": STE}):
                 raise KeyError("inner")
-    assert getattr(graph, "_graph_override_claims") == {}
+    assert graph._graph_override_claims == {}  # pylint: disable=protected-access
     # Another thread may use the graph now.
     assert _run_threads(lambda: _scope_in(graph)) == []
 

@@ -24,6 +24,7 @@ TensorFlow's own wrap_function + prune, medians too.
 """
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -209,11 +210,13 @@ def conversion_times(nodes, repeats):
             ("synthetic (%d nodes)" % len(big.node), large)):
         row = {}
         for label, make in (
-                ("wrap_function + prune", lambda: _plain_wrap(graph_def, inputs, outputs)),
-                ("to_function", lambda: frozen.to_function(graph_def, inputs, outputs,
-                                                          **kwargs)),
-                ("to_function, trainable", lambda: frozen.to_function(
-                    graph_def, inputs, outputs, trainable=trainable, **kwargs))):
+                ("wrap_function + prune",
+                 functools.partial(_plain_wrap, graph_def, inputs, outputs)),
+                ("to_function",
+                 functools.partial(frozen.to_function, graph_def, inputs, outputs, **kwargs)),
+                ("to_function, trainable",
+                 functools.partial(frozen.to_function, graph_def, inputs, outputs,
+                                   trainable=trainable, **kwargs))):
             row[label] = median_seconds(make, repeats)
         out[name] = row
     return out

@@ -140,7 +140,7 @@ def bench_training(cfg, log):
             for label in order:
                 step = steps[label]
                 cpu0 = time.process_time()
-                seconds, _ = timed(lambda s=step: [s() for _ in range(n)])
+                seconds, _ = timed(lambda s=step, n=n: [s() for _ in range(n)])
                 cpu[label].append((time.process_time() - cpu0) / n)
                 times[label].append(seconds / n)
         # Ratios: the median over repetitions of the ratio within each one

@@ -69,6 +69,13 @@ def cases():
     def add(name, quick, function, *args):
         found.append(Case(name, quick, function, args))
 
+    for group in (_patch_and_migrate_cases, _training_cases, _unreadable_input_cases,
+                  _hostile_input_cases):
+        group(add)
+    return found
+
+
+def _patch_and_migrate_cases(add):
     for when in ("import", "temporary file", "output", "late"):
         add("patch-kill9-%s" % when.replace(" ", "-"), when == "late",
             patch_killed, when)
@@ -81,6 +88,9 @@ def cases():
             migrate_killed, when)
     add("migrate-full-folder", True, migrate_full)
     add("migrate-read-only-folder", True, migrate_read_only)
+
+
+def _training_cases(add):
     for when in ("import", "after a checkpoint", "temporary file"):
         add("train-kill9-%s" % when.replace(" ", "-"), when == "after a checkpoint",
             train_killed, when)
@@ -94,6 +104,9 @@ def cases():
             add("train-damaged-%s-%s" % (part.split("-")[0].strip("."), how),
                 (part, how) == (".data-00000-of-00001", "truncated"),
                 train_damaged, part, how)
+
+
+def _unreadable_input_cases(add):
     for command, kinds in (("inspect", ("/dev/zero", "directory", "empty file")),
                            ("patch", ("/dev/zero", "directory", "empty file")),
                            ("migrate", ("/dev/zero", "binary module")),
@@ -105,16 +118,18 @@ def cases():
                 command_unreadable, command, kind, {2})
     add("migrate-input-empty-module", False, command_unreadable, "migrate",
         "empty module", {0})
+
+
+def _hostile_input_cases(add):
     for kind in KINDS:
         add("migrate-hostile-%s" % kind, kind == "nested-brackets", migrate_hostile, kind)
     add("migrate-paths-one-str", False, migrate_paths_str)
     for target in ("package-function", "process-state"):
         for fmt in ("keras", "h5"):
-            add("keras-hostile-%s-%s" % (target, fmt), (target, fmt) == ("package-function",
-                                                                         "keras"),
+            add("keras-hostile-%s-%s" % (target, fmt),
+                (target, fmt) == ("package-function", "keras"),
                 keras_hostile, target, fmt)
     add("inspect-colliding-names", True, colliding_names, 2000)
-    return found
 
 
 def run_case(case, workdir, shared):

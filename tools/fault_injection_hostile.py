@@ -100,7 +100,7 @@ _COLLIDE = r'''
 import contextlib, io, sys
 from tensorflow.core.framework import graph_pb2
 from graph_override import cli
-from graph_override.frozen import wire
+from graph_override.frozen.graphdef import wire
 count = int(sys.argv[1])
 cap = 16
 while cap < 2 * count:

@@ -48,7 +48,6 @@ def migrate_killed(check, folder, shared, when):
         check.result(r, {0, 1})
     else:
         check.result(r)
-    after = snapshot(folder)
     with open(os.path.join(folder, "legacy.py"), "rb") as f:
         now = f.read()
     if now not in (source, migrated):

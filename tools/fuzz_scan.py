@@ -166,12 +166,12 @@ def _spans(data, raw):
     return [data[pairs[i]:pairs[i] + pairs[i + 1]] for i in range(0, len(pairs), 2)]
 
 
-def compare(data, suffix, got):
-    """What the sanitized reader got wrong for `data`, or None."""
+def _python_reading(data, suffix, want_append):
+    """The pure-Python reader's node count and appended bytes of `data` (None
+    where it does not parse)."""
     from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
-    from tensorflow.core.framework import graph_pb2  # pylint: disable=import-outside-toplevel
 
-    from graph_override.frozen import wire  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.graphdef import wire  # pylint: disable=import-outside-toplevel
     saved, wire._scan = wire._scan, None  # pylint: disable=protected-access
     try:
         try:
@@ -183,11 +183,41 @@ def compare(data, suffix, got):
         except DecodeError:
             nodes = None
         appended = None
-        if nodes is not None and got.get("append") is not None:
+        if nodes is not None and want_append:
             appended = wire.append_to_nodes(data, {i: suffix for i in range(0, len(nodes.node), 2)},
                                             nodes)
     finally:
         wire._scan = saved  # pylint: disable=protected-access
+    return count, appended
+
+
+def _index_difference(data, scan, graph):
+    """What the C scan's names, op types and inputs get wrong against
+    protobuf's parse `graph`, or None."""
+    if _spans(data, scan[1]) != [n.name.encode() for n in graph.node]:
+        return "names differ from protobuf's"
+    if list(scan[2]) != [n.op for n in graph.node]:
+        return "op types differ from protobuf's"
+    if _spans(data, scan[3]) != [i.encode() for n in graph.node for i in n.input]:
+        return "inputs differ from protobuf's"
+    return None
+
+
+def _same_graph(a, b):
+    from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
+    from tensorflow.core.framework import graph_pb2  # pylint: disable=import-outside-toplevel
+    try:
+        return graph_pb2.GraphDef.FromString(a) == graph_pb2.GraphDef.FromString(b)
+    except DecodeError:
+        return False
+
+
+def compare(data, suffix, got):
+    """What the sanitized reader got wrong for `data`, or None."""
+    from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
+    from tensorflow.core.framework import graph_pb2  # pylint: disable=import-outside-toplevel
+
+    count, appended = _python_reading(data, suffix, got.get("append") is not None)
     if None not in (got["count"], count) and got["count"] != count:
         return "node_count: C %r, Python %r" % (got["count"], count)
     if (got["scan"] is None) != (got["flat"] is None):
@@ -197,25 +227,15 @@ def compare(data, suffix, got):
     try:
         graph = graph_pb2.GraphDef.FromString(data)
     except DecodeError:
-        graph = None
-    if graph is not None:
-        names = [n.name.encode() for n in graph.node]
-        if _spans(data, got["scan"][1]) != names:
-            return "names differ from protobuf's"
-        if list(got["scan"][2]) != [n.op for n in graph.node]:
-            return "op types differ from protobuf's"
-        if _spans(data, got["scan"][3]) != [i.encode() for n in graph.node for i in n.input]:
-            return "inputs differ from protobuf's"
-    if graph is not None and appended is not None and got["append"] != appended:
-        # The Python reader writes fields the schema does not know (or knows
-        # with another wire type) last; the C one keeps them where they are.
-        try:
-            same = (graph_pb2.GraphDef.FromString(got["append"])
-                    == graph_pb2.GraphDef.FromString(appended))
-        except DecodeError:
-            same = False
-        if not same:
-            return "append differs from the Python reader's"
+        return None
+    wrong = _index_difference(data, got["scan"], graph)
+    if wrong:
+        return wrong
+    # The Python reader writes fields the schema does not know (or knows
+    # with another wire type) last; the C one keeps them where they are.
+    if (appended is not None and got["append"] != appended
+            and not _same_graph(got["append"], appended)):
+        return "append differs from the Python reader's"
     return None
 
 

@@ -1,6 +1,7 @@
 """graph-override demo: train a binarized network on real digits in a
 Session, and see the three families agree."""
 
+import functools
 import sys
 
 HELP = "train a binarized network in a Session and compare the three families"
@@ -72,22 +73,20 @@ def _part1(epochs, seed):
 
 def _families_table():
     import numpy as np  # pylint: disable=import-outside-toplevel
-    from graph_override import _family, overrides, stopgrad, testing, tf2  # pylint: disable=import-outside-toplevel
+    from graph_override import estimators, overrides, stopgrad, testing, tf2  # pylint: disable=import-outside-toplevel
     x = np.array([-2.0, -1.0001, -1.0, -0.5, -0.05, -0.0, 0.0, 0.05, 0.0501,
                   0.5, 0.9999, 1.0, 1.0001, 1.5, 2.5], np.float32)
     up = np.random.RandomState(1).randn(x.size).astype(np.float32)
-    params = {"scale_gradient": {"scale": 0.5},
-              "clip_gradient": {"clip_value_min": -0.3, "clip_value_max": 0.3}}
     rows = []
-    for name in _family.ESTIMATOR_FUNCTIONS:
-        p = params.get(name, {})
-        ref = testing.evaluate(lambda t, f=getattr(tf2, name): f(t, **p), x,
+    for name, spec in estimators.ESTIMATORS.items():
+        # Each estimator with the parameters of its docstring example.
+        ref = testing.evaluate(functools.partial(getattr(tf2, name), **spec.doc.example), x,
                                "eager", upstream=up)
         row = [name]
         for fam, mode in ((overrides, "graph"), (stopgrad, "graph"),
                           (stopgrad, "eager")):
-            r = testing.evaluate(lambda t, f=getattr(fam, name): f(t, **p), x,
-                                 mode, upstream=up)
+            r = testing.evaluate(functools.partial(getattr(fam, name), **spec.doc.example),
+                                 x, mode, upstream=up)
             same_fwd = np.array_equal(r.outputs.view(np.uint32),
                                       ref.outputs.view(np.uint32))
             row.append((same_fwd, float(np.max(np.abs(r.gradients[0] - ref.gradients[0])))))

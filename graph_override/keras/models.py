@@ -27,11 +27,11 @@ _OP_COUNT_LAYERS = (_KL.Flatten, _KL.BatchNormalization, _KL.MaxPool2D,
 def _memory_str(num_bits):
     """Bits as larq prints them: bytes with binary prefixes, 2 decimals."""
     num_bytes = num_bits / 8
-    for i, suffix in enumerate(["B", "KiB", "MiB", "GiB"]):
-        rounded = num_bytes / (1024 ** i)
-        if rounded < 1024:
-            break
-    return "%s %s" % (format(rounded, ",.2f"), suffix)
+    units = ["B", "KiB", "MiB", "GiB"]
+    i = 0
+    while i + 1 < len(units) and num_bytes / (1024 ** i) >= 1024:
+        i += 1
+    return "%s %s" % (format(num_bytes / (1024 ** i), ",.2f"), units[i])
 
 
 def _number_str(num):

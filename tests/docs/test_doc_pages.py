@@ -1,7 +1,6 @@
 """Every code block of the guides runs and prints what the page shows
 (the rules are in tests/doc_blocks.py)."""
 
-import pathlib
 import subprocess
 import sys
 

@@ -9,7 +9,6 @@ import libcst as cst
 import pytest
 
 from graph_override import cli, migrate
-from graph_override.migrate import migration as _migration
 from graph_override.migrate import tables as _migrate_tables
 from graph_override.migrate import SourceError, migrate_source
 

@@ -250,7 +250,7 @@ def _inspect_functions(graph_def, findings):
             uses[ref.partition(":")[0]] += 1
         symbolic = modes.get(fname) == "symbolic"
         for node in function.node_def:
-            def bypassed(node=node):
+            def bypassed(node=node, consts=consts, uses=uses, stopped=stopped):
                 return (node.input[0].partition(":")[0] in consts
                         or (uses[node.name] == stopped[node.name] and uses[node.name]))
 

@@ -164,9 +164,9 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
     texts = [str(r) for r in rules]
     targets = [r.target for r in rules]
     encoded = [None if t is None else t.encode("utf-8") for t in targets]
-    for r, rule in enumerate(rules):
-        if targets[r] is not None and not portable:
-            registry.resolve(targets[r])
+    for target in targets:
+        if target is not None and not portable:
+            registry.resolve(target)
     nodes = new.node
     for i in sorted(owner):
         r = owner[i]

@@ -1,0 +1,197 @@
+"""The estimator table: one `define` per estimator, and nothing else.
+
+A record holds the estimator's parameters (defaults and checks), its forward
+and gradient as TensorFlow ops, how the overrides family builds it (the op
+type it re-routes; a `build` where the forward is more than that one op) and
+its documentation. The families, built-in gradient names, ``--map``, the
+portable form, Keras registration, the demo, the plots and the docs are all
+derived from these records; adding an estimator is adding a record here
+(docs/architecture.md, "Where to add things").
+"""
+
+import tensorflow as tf
+
+from graph_override.estimators import ops
+from graph_override.estimators._record import REQUIRED, Doc, define, flag, integer, number
+
+__all__ = []
+
+_CLIP = ("gradient passes where |x| <= clip_value; None passes it everywhere.")
+CLIP_VALUE = number("clip_value", 1.0, _CLIP, allow_none=True, minimum=0.0)
+_STE_PAPER = "Bengio et al., arXiv:1308.3432, 2013."
+_SIGN_FORWARD = "q(x) = +1 if x >= 0 else -1"
+
+
+define(
+    "ste_sign", op_type="Sign", params=[CLIP_VALUE],
+    forward=lambda x, p: ops.sign_pm1(x),
+    multiplier=lambda x, p: ops.clip_mask(x, p["clip_value"]),
+    build=ops.sign_build(ops.finish_sign_pm1),
+    doc=Doc(
+        summary="Sign with the straight-through estimator (STE).",
+        forward=_SIGN_FORWARD + " (never 0)",
+        gradient="dq/dx = 1 if |x| <= clip_value else 0 (clip_value=None: 1 everywhere)",
+        row=("+1 where x >= 0, else -1 (never 0)",
+             "dy * [abs(x) <= clip_value]; clip_value=None: dy"),
+        example={}, values="[-1.  1.  1.]", grads="[0. 1. 0.]",
+        paper="Hubara et al., Binarized Neural Networks, NeurIPS 2016; " + _STE_PAPER))
+
+define(
+    "approx_sign", op_type="Sign",
+    forward=lambda x, p: ops.sign_pm1(x),
+    multiplier=lambda x, p: tf.maximum(
+        ops.const(0.0, x), ops.const(2.0, x) - ops.const(2.0, x) * tf.abs(x)),
+    build=ops.sign_build(ops.finish_sign_pm1),
+    doc=Doc(
+        summary="Sign with the piecewise polynomial ApproxSign gradient.",
+        forward=_SIGN_FORWARD, gradient="dq/dx = max(0, 2 - 2|x|)",
+        row=("as ste_sign", "dy * max(0, 2 - 2*abs(x))"),
+        example={}, values="[-1.  1.  1.]", grads="[0. 2. 0.]",
+        paper="Liu et al., Bi-Real Net, ECCV 2018."))
+
+define(
+    "swish_sign", op_type="Sign",
+    params=[number("beta", 5.0, "sharpness of the surrogate; larger is closer to sign.",
+                   positive=True)],
+    forward=lambda x, p: ops.sign_pm1(x),
+    multiplier=lambda x, p: ops.swish_multiplier(x, p["beta"]),
+    build=ops.sign_build(ops.finish_sign_pm1),
+    doc=Doc(
+        summary="Sign with the SwishSign gradient.",
+        forward=_SIGN_FORWARD,
+        gradient="dq/dx = beta (2 - beta x tanh(beta x / 2)) / (1 + cosh(beta x))",
+        row=("as ste_sign", "dy * beta*(2 - beta*x*tanh(beta*x/2)) / (1 + cosh(beta*x))"),
+        example={"beta": 5.0}, values="[-1.  1.  1.]", grads=None,
+        paper="Darabi et al., BNN+: Improved Binary Network Training, 2018."))
+
+define(
+    "ste_heaviside", op_type="Sign", params=[CLIP_VALUE],
+    forward=lambda x, p: ops.heaviside(x),
+    multiplier=lambda x, p: ops.clip_mask(x, p["clip_value"]),
+    build=ops.sign_build(ops.finish_heaviside),
+    doc=Doc(
+        summary="Heaviside step with the straight-through estimator.",
+        forward="q(x) = 1 if x > 0 else 0",
+        gradient="dq/dx = 1 if |x| <= clip_value else 0",
+        row=("1 where x > 0, else 0", "as ste_sign"),
+        example={}, values="[0. 0. 1.]", grads="[0. 1. 0.]", paper=_STE_PAPER))
+
+define(
+    "ste_tern", op_type="Sign",
+    params=[
+        number("threshold_value", 0.05,
+               "the threshold t: values with |x| < t become 0, |x| = t keeps its sign.",
+               minimum=0.0, unsigned_zero=True),
+        flag("ternary_weight_networks", False,
+             "if True, t = 0.7 * sum(|x|) / size(x) (Li et al.),\n"
+             "      computed from x on every call; threshold_value is then unused."),
+        CLIP_VALUE],
+    forward=lambda x, p: ops.ternary(x, p),
+    multiplier=lambda x, p: ops.clip_mask(x, p["clip_value"]),
+    build=ops.sign_build(ops.finish_ternary),
+    doc=Doc(
+        summary="Ternarization with the straight-through estimator.",
+        forward=("q(x) = sign(sign(x + t) + sign(x - t)), that is sign(x) if |x| >= t else 0,\n"
+                 "            computed op for op as larq's ste_tern; t = threshold_value, "
+                 "or with\n"
+                 "            ternary_weight_networks t = 0.7 * mean(|x|)"),
+        gradient="dq/dx = 1 if |x| <= clip_value else 0",
+        row=("sign(x) where abs(x) >= threshold, else 0: bitwise larq's sign(sign(x + t) + "
+             "sign(x - t)); with ternary_weight_networks, t = 0.7 * mean(abs(x))",
+             "as ste_sign"),
+        example={}, values="[-1.  0.  1.]", grads="[0. 1. 0.]",
+        paper="Li et al., Ternary Weight Networks, arXiv:1605.04711, 2016.",
+        plot={"threshold_value": 0.5}))
+
+define(
+    "ste_round", op_type="Round",
+    forward=lambda x, p: tf.round(x),
+    multiplier=lambda x, p: None,
+    doc=Doc(
+        summary="Rounding (half to even) with an identity gradient.",
+        forward="q(x) = round(x), halves to even as tf.round", gradient="dq/dx = 1",
+        row=("round half to even (tf.round)", "dy"),
+        example={}, values="[-2.  0.  2.]", grads="[1. 1. 1.]", paper=_STE_PAPER))
+
+define(
+    "ste_floor", op_type="Floor",
+    forward=lambda x, p: tf.floor(x),
+    multiplier=lambda x, p: None,
+    doc=Doc(
+        summary="Floor with an identity gradient.",
+        forward="q(x) = floor(x)", gradient="dq/dx = 1",
+        row=("floor", "dy"),
+        example={}, values="[-2.  0.  1.]", grads="[1. 1. 1.]", paper=_STE_PAPER))
+
+
+def _dorefa_build(x, params, grad_name, override):  # pylint: disable=unused-argument
+    """The DoReFa-Net idiom: clip passes dy on [0, 1], Round passes it on."""
+    n = tf.constant(float(2 ** params["k_bit"] - 1), dtype=x.dtype)
+    clipped = tf.clip_by_value(x, tf.constant(0.0, x.dtype), tf.constant(1.0, x.dtype))
+    with override({"Round": "Identity"}):
+        return ops.exact_divide(tf.round(clipped * n), n)
+
+
+define(
+    "dorefa_quantize", op_type="Round",
+    params=[integer("k_bit", 2, "number of bits, 1 to 16.", low=1, high=16)],
+    forward=lambda x, p: ops.dorefa(x, p["k_bit"]),
+    multiplier=lambda x, p: ops.mask(
+        tf.logical_and(x >= ops.const(0.0, x), x <= ops.const(1.0, x)), x),
+    build=_dorefa_build,
+    doc=Doc(
+        summary="DoReFa k-bit quantizer of values in [0, 1].",
+        forward="q(x) = round(clip(x, 0, 1) n) / n with n = 2^k_bit - 1",
+        gradient="dq/dx = 1 if 0 <= x <= 1 else 0",
+        row=("round(clip(x, 0, 1) * (2^k - 1)) / (2^k - 1)", "dy * [0 <= x <= 1]"),
+        example={"k_bit": 2}, values="[0. 0. 1.]", grads="[0. 1. 0.]",
+        paper="Zhou et al., DoReFa-Net, arXiv:1606.06160, 2016."))
+
+define(
+    "flip_gradient", op_type="Identity",
+    params=[number("scale", 1.0, "factor of the reversed gradient (lambda in the paper).")],
+    forward=lambda x, p: tf.identity(x),
+    multiplier=lambda x, p: ops.const(-p["scale"], x),
+    doc=Doc(
+        summary="Gradient reversal layer: identity forward, -scale * dy backward.",
+        forward="q(x) = x", gradient="dq/dx = -scale",
+        row=("x", "-scale * dy (gradient reversal layer)"),
+        example={"scale": 1.0}, values="[-1.5  0.   1.5]", grads="[-1. -1. -1.]",
+        paper="Ganin & Lempitsky, Unsupervised Domain Adaptation by Backpropagation, "
+              "ICML 2015."))
+
+define(
+    "scale_gradient", op_type="Identity",
+    params=[number("scale", REQUIRED, "factor applied to the gradient (0 stops it).")],
+    forward=lambda x, p: tf.identity(x),
+    multiplier=lambda x, p: ops.const(p["scale"], x),
+    doc=Doc(
+        summary="Identity forward, gradient multiplied by scale.",
+        forward="q(x) = x", gradient="dq/dx = scale",
+        row=("x", "scale * dy"),
+        example={"scale": 0.5}, values="[-1.5  0.   1.5]", grads="[0.5 0.5 0.5]"))
+
+
+def _check_clip_range(estimator, params):
+    lo, hi = params["clip_value_min"], params["clip_value_max"]
+    if lo > hi:
+        raise ValueError("%s(clip_value_min=%r, clip_value_max=%r): min must not exceed "
+                         "max" % (estimator, lo, hi))
+
+
+define(
+    "clip_gradient", op_type="Identity",
+    params=[number("clip_value_min", REQUIRED, "lower bound of the gradient.",
+                   allow_inf=True),
+            number("clip_value_max", REQUIRED, "upper bound of the gradient.",
+                   allow_inf=True)],
+    check=_check_clip_range,
+    forward=lambda x, p: tf.identity(x),
+    gradient=lambda x, dy, p: tf.clip_by_value(
+        dy, ops.const(p["clip_value_min"], dy), ops.const(p["clip_value_max"], dy)),
+    doc=Doc(
+        summary="Identity forward, upstream gradient clipped elementwise.",
+        forward="q(x) = x", gradient="dx = clip(dy, clip_value_min, clip_value_max)",
+        row=("x", "clip(dy, min, max)"),
+        example={"clip_value_min": -0.5, "clip_value_max": 0.5},
+        values="[-1.5  0.   1.5]", grads="[0.5 0.5 0.5]"))
