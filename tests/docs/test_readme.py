@@ -173,5 +173,5 @@ def test_a_wheel_builds_with_the_c_reader(tmp_path):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     wheel, = (tmp_path / "dist").glob("graph_override-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert any(re.fullmatch(r"graph_override/frozen/_scan\..*\.so", n) for n in names), names
+    assert any(re.fullmatch(r"graph_override/frozen/graphdef/_scan\..*\.so", n) for n in names), names
     assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
