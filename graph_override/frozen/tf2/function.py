@@ -80,7 +80,8 @@ class FrozenFunction(tf.Module):
       patch_report: what the rules changed (a `PatchReport`, or None).
     """
 
-    def __init__(self, model, inputs, outputs, rules=(), trainable=None, name=None):
+    def __init__(self, model, inputs, outputs, rules=(), trainable=None, name=None, *,
+                 on_no_match="raise"):
         super().__init__(name=name or "frozen_function")
         if isinstance(model, graph_pb2.GraphDef):
             graph_def, source = model, "<GraphDef>"
@@ -92,14 +93,15 @@ class FrozenFunction(tf.Module):
         function_graph.check_ops(graph_def, source)
         self.inputs = function_graph.check_names(graph_def, inputs, "inputs", source)
         self.outputs = function_graph.check_names(graph_def, outputs, "outputs", source)
+        used = function_graph.check_pruned(graph_def, self.inputs, self.outputs, source)
         self.rules = as_rules(rules) if rules else []
         self.patch_report = None
         if self.rules:
-            graph_def, self.patch_report = patch(graph_def, self.rules)
+            graph_def, self.patch_report = patch(graph_def, self.rules, on_no_match=on_no_match)
         function_graph.resolve_gradient_names(graph_def, source)
         self.source = source
         self.graph_def = graph_def
-        weights = function_graph.select_weights(graph_def, trainable, self.inputs, self.outputs, source)
+        weights = function_graph.select_weights(graph_def, trainable, used, source)
         self.weight_names = [name for name, _ in weights]
         self.weights = [tf.Variable(value, name=_variable_name(name))
                         for name, value in weights]
@@ -156,7 +158,7 @@ def _variable_name(node_name):
     return re.sub(r"[^A-Za-z0-9_.\-/]", "_", node_name)
 
 
-def to_function(model, inputs, outputs, rules=(), trainable=None):
+def to_function(model, inputs, outputs, rules=(), trainable=None, *, on_no_match="raise"):
     """A frozen GraphDef as a differentiable TF2 `tf.Module`.
 
     The result runs eagerly, inside tf.function, under a GradientTape and in
@@ -191,15 +193,22 @@ def to_function(model, inputs, outputs, rules=(), trainable=None):
       trainable: None, a regular expression (``re.search`` on Const node
         names) or a minimum number of elements: the float Consts (of those
         the outputs depend on) to turn into tf.Variables.
+      on_no_match: "raise" (default), "warn" or "ignore" when a rule selects
+        no node (a rule set for Relu and Relu6 meets a network with one of
+        the two: "ignore"; CLI: ``--allow-no-match``).
 
     Returns:
       A `FrozenFunction`.
 
     Raises:
-      ConversionError: unknown op types, v1 control flow, a name not in the
-        graph (with suggestions), a `trainable` that selects nothing.
+      ConversionError: unknown op types, a TF1 while loop that the outputs
+        need (a TF1 tf.cond is fine), a graph that is not frozen (naming its
+        variables), a name not in the graph (with suggestions), a Placeholder
+        the outputs need that `inputs` leaves out, a `trainable` that
+        selects nothing.
       UnknownGradientError: gradient names that do not resolve (with the
         rule that repairs them).
       GraphDefError: an unreadable model; RuleError etc. from `patch`.
     """
-    return FrozenFunction(model, inputs, outputs, rules=rules, trainable=trainable)
+    return FrozenFunction(model, inputs, outputs, rules=rules, trainable=trainable,
+                          on_no_match=on_no_match)
