@@ -77,9 +77,11 @@ def run(args):
     except ConversionError as e:
         return _usage(str(e))
     try:
-        fn = frozen.to_function(args.model, args.inputs, args.outputs, rules=rules,
-                                trainable=_trainable(args.trainable),
-                                on_no_match="ignore" if args.allow_no_match else "raise")
+        # build=False: the live function (registered gradient names) is never
+        # called here; save imports the portable form only.
+        fn = frozen.FrozenFunction(args.model, args.inputs, args.outputs, rules=rules,
+                                   trainable=_trainable(args.trainable), build=False,
+                                   on_no_match="ignore" if args.allow_no_match else "raise")
     except ConversionError as e:
         if getattr(e, "usage", False):
             return _usage(str(e))
@@ -87,7 +89,7 @@ def run(args):
     fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
     if fn.patch_report is not None:
         print("%s: %s" % (args.model, fn.patch_report.format()))
-    specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.input_specs)
+    specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.specs()[0])
     keys = ", ".join("%r (%s)" % (key, name) for key, name in
                      zip(function_save.output_keys(fn.outputs), fn.outputs))
     print("wrote %s: signature 'serving_default' (%s -> %s), %d trainable variable(s) "

@@ -334,3 +334,21 @@ def test_convert_dead_names_and_unreadable_model(pbs, tmp_path, capsys):
     code, _, err = _main(capsys, "convert", str(tmp_path / "missing.pb"), "-o",
                          str(tmp_path / "other"), "--inputs", "x", "--outputs", "y")
     assert code == 2 and "no such file" in err
+
+
+def test_convert_imports_the_graph_once(pbs, tmp_path, capsys, monkeypatch):
+    """convert never calls the live function: it imports the portable form
+    only (once), and reads the specs from that import."""
+    from graph_override.frozen.tf2 import graph as function_graph  # pylint: disable=import-outside-toplevel
+    calls = []
+    wrap = function_graph.wrap
+    monkeypatch.setattr(function_graph, "wrap", lambda *a: calls.append(1) or wrap(*a))
+    code, out, err = _main(capsys, "convert", str(pbs / "model.pb"), "-o",
+                           str(tmp_path / "saved"), "--inputs", "x", "--outputs", "logits",
+                           "--map", "Sign=ste_sign", "--trainable", "kernel")
+    assert code == 0, err
+    assert len(calls) == 1 and "(x float32 (None, 16) -> 'logits' (logits:0))" in out
+    fn = frozen.FrozenFunction(str(pbs / "model.pb"), ["x"], ["logits"], build=False)
+    assert fn.input_specs is None and len(calls) == 1
+    assert fn(np.zeros((2, 16), np.float32)).shape == (2, 4)
+    assert len(calls) == 2 and fn.input_specs[0].shape.as_list() == [None, 16]

@@ -126,7 +126,8 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
     rules = as_rules(rules)
     if portable:
         for rule in rules:
-            if rule.gradient is not None and not _tensorflows_own(rule.gradient):
+            if rule.gradient is not None and not (  # TensorFlow's own resolve anywhere
+                    _compat.is_op_type(rule.gradient) and _compat.has_gradient_entry(rule.gradient)):
                 raise RuleError(
                     "make_portable: rule %s sets the registered name %r, which "
                     "plain TensorFlow cannot resolve in a new process; use a "
@@ -303,13 +304,6 @@ def _check_single_output(graph_def, owner, rules):
                 raise RuleError(
                     "make_portable: node %r is used through output %s (by %r); "
                     "only single-output nodes can be rewritten" % (base, index, node.name))
-
-
-def _tensorflows_own(name):
-    """True for the gradient of one of TensorFlow's op types ("Identity"),
-    which plain TensorFlow resolves in any process."""
-    return (registry.parse_builtin_name(name) is None and _compat.is_op_type(name)
-            and _compat.has_gradient_entry(name))
 
 
 def _non_portable_names(graph_def):

@@ -3,10 +3,13 @@
 How it works, and why:
 
 1. The GraphDef is checked before anything runs: every op type must be
-   known here (or be a function of its library), TF1 v1 control flow
-   (Enter/Exit/Switch/Merge/NextIteration), which TensorFlow cannot
-   differentiate once imported, is refused, and every name in `inputs` and
-   `outputs` must be a tensor of the graph (close names are suggested).
+   known here (or be a function of its library), every name in `inputs`
+   and `outputs` must be a tensor of the graph (close names are
+   suggested), and the nodes the outputs need (what the pruned function
+   holds) must include no Placeholder left out of `inputs`, no variable
+   (the graph would not be frozen) and no TF1 while loop
+   (Enter/Exit/NextIteration), which TensorFlow cannot differentiate once
+   imported; a TF1 tf.cond (Switch/Merge) differentiates.
 2. The `rules` are applied with `graph_override.frozen.patch` (the ``--map``
    syntax of ``graph-override patch``), so the graph carries the gradient
    names; every ``_gradient_op_type`` name, top level and in the function
@@ -21,8 +24,12 @@ How it works, and why:
    ordinary differentiable function call. TensorFlow builds its backward
    function from the imported graph with the gradient registry, where the
    graph's override names (``graph_override.ste_sign(clip_value=1.0)``) are
-   registered: the gradients are exactly those of the patched graph in a
-   Session, clip_gradient included.
+   registered: the gradients are those of the patched graph in a Session
+   (to float rounding: for deep nets TF2 gradients differ from a Session's
+   by up to 9e-4 relative, as TensorFlow's own route's do), clip_gradient
+   included. Without `trainable` the forward outputs are bitwise a
+   Session's; with it grappler optimizes a changed graph and they are
+   equal to float rounding.
 
 The alternative, rewriting the selected nodes into stop_gradient subgraphs
 with `make_portable` and differentiating with plain TensorFlow, is what
@@ -57,16 +64,6 @@ from graph_override.frozen.tf2.graph import V1_CONTROL_FLOW_OPS
 __all__ = ["V1_CONTROL_FLOW_OPS", "FrozenFunction", "to_function"]
 
 
-def _specs(graph_def, names):
-    """TensorSpecs of the tensors `names`, from the graph (shapes as imported)."""
-    with tf.Graph().as_default() as graph:
-        tf.compat.v1.import_graph_def(graph_def, name="")
-        return [tf.TensorSpec(graph.get_tensor_by_name(n).shape,
-                              graph.get_tensor_by_name(n).dtype,
-                              name=re.sub(r"[^A-Za-z0-9_.\-/]", "_", n.rpartition(":")[0]))
-                for n in names]
-
-
 class FrozenFunction(tf.Module):
     """A frozen GraphDef as a differentiable TF2 function (see the module
     docstring). Use `to_function` to make one.
@@ -78,10 +75,17 @@ class FrozenFunction(tf.Module):
         order (also `trainable_variables`); `weight_names` their node names.
       graph_def: the patched GraphDef (Consts not yet replaced).
       patch_report: what the rules changed (a `PatchReport`, or None).
+
+    Args:
+      model, inputs, outputs, rules, trainable, on_no_match: see `to_function`.
+      name: the tf.Module's name.
+      build: False defers importing the graph to the first call (or `save`,
+        which imports the portable form only; what `graph-override convert`
+        does). `input_specs` and `output_specs` are None until then.
     """
 
     def __init__(self, model, inputs, outputs, rules=(), trainable=None, name=None, *,
-                 on_no_match="raise"):
+                 on_no_match="raise", build=True):
         super().__init__(name=name or "frozen_function")
         if isinstance(model, graph_pb2.GraphDef):
             graph_def, source = model, "<GraphDef>"
@@ -105,11 +109,24 @@ class FrozenFunction(tf.Module):
         self.weight_names = [name for name, _ in weights]
         self.weights = [tf.Variable(value, name=_variable_name(name))
                         for name, value in weights]
-        self.input_specs = _specs(graph_def, self.inputs)
-        self.output_specs = _specs(graph_def, self.outputs)
-        self._function = function_graph.wrap(function_graph.as_placeholders(graph_def, weights),
-                               self.inputs + [n + ":0" for n in self.weight_names],
-                               self.outputs)
+        self._weight_values = weights
+        self._concrete = self.input_specs = self.output_specs = None
+        if build:
+            self._build()
+
+    def _build(self):
+        """Imports the graph (weights as Placeholders) and prunes it: the
+        ConcreteFunction a call runs, and the specs of inputs and outputs."""
+        self._concrete, specs, self.output_specs = function_graph.wrap(
+            function_graph.as_placeholders(self.graph_def, self._weight_values),
+            self.inputs + [n + ":0" for n in self.weight_names], self.outputs)
+        self.input_specs = specs[:len(self.inputs)]
+        self._weight_values = None  # the variables hold them now
+        return self._concrete
+
+    @property
+    def _function(self):
+        return self._concrete if self._concrete is not None else self._build()
 
     def initial_values(self):
         """{weight node name: ndarray}: the Const values the weights started from."""
@@ -121,7 +138,7 @@ class FrozenFunction(tf.Module):
             raise TypeError("%s takes %d input(s) (%s), got %d" % (
                 self.name, len(self.inputs), ", ".join(self.inputs), len(args)))
         out = []
-        for arg, spec, name in zip(args, self.input_specs, self.inputs):
+        for arg, spec, name in zip(args, self.specs()[0], self.inputs):
             if isinstance(arg, (tf.Tensor, tf.Variable)) and arg.dtype != spec.dtype:
                 raise TypeError("input %s expects %s, got a %s tensor; cast it first"
                                 % (name, spec.dtype.name, arg.dtype.name))
@@ -148,6 +165,12 @@ class FrozenFunction(tf.Module):
         """The outputs for `inputs` (one per name in `inputs`, in order): a
         tensor for one output, else a tuple."""
         return self.call_with_weights(inputs, self.weights)
+
+    def specs(self):
+        """(input_specs, output_specs), importing the graph if not done yet."""
+        if self.input_specs is None:
+            self._build()
+        return self.input_specs, self.output_specs
 
     def save(self, path, *, overwrite=False):
         """Writes a SavedModel (see `graph_override.frozen.tf2.save.save`)."""

@@ -280,7 +280,9 @@ def with_unique_function_names(graph_def):
 
 
 def wrap(graph_def, feeds, fetches):
-    """The graph imported into a wrap_function, pruned to feeds -> fetches."""
+    """The graph imported into a wrap_function, pruned to feeds -> fetches:
+    (the ConcreteFunction, `tf.TensorSpec` s of the feeds, of the fetches),
+    the specs with the shapes and dtypes of the imported tensors."""
     graph_def = with_unique_function_names(graph_def)
 
     def _import():
@@ -288,5 +290,12 @@ def wrap(graph_def, feeds, fetches):
 
     wrapped = tf.compat.v1.wrap_function(_import, [])
     graph = wrapped.graph
-    return wrapped.prune(feeds=[graph.as_graph_element(n) for n in feeds],
-                         fetches=[graph.as_graph_element(n) for n in fetches])
+    feeds = [graph.as_graph_element(n) for n in feeds]
+    fetches = [graph.as_graph_element(n) for n in fetches]
+    return (wrapped.prune(feeds=feeds, fetches=fetches), _specs(feeds), _specs(fetches))
+
+
+def _specs(tensors):
+    return [tf.TensorSpec(t.shape, t.dtype,
+                          name=re.sub(r"[^A-Za-z0-9_.\-/]", "_", t.name.rpartition(":")[0]))
+            for t in tensors]

@@ -6,14 +6,21 @@ that loads it resolves them in its own gradient registry: names such as
 happens to exist, be silently wrong) without graph_override. So the saved
 graph is the `make_portable` form of the patched graph: every node carrying
 a built-in estimator name is rewritten into its stop_gradient subgraph,
-whose gradient plain TensorFlow computes; the forward values stay bitwise
-the same. Gradient names that are TensorFlow op types (an override map to
-"Identity") resolve anywhere and are kept. Everything else is refused:
+whose gradient plain TensorFlow computes; the rewritten nodes compute the
+same values, and the outputs are equal to float rounding (grappler may fuse
+the changed graph's ops differently). Gradient names that are TensorFlow op
+types (an override map to "Identity") resolve anywhere and are kept, and the
+SavedModel is written without traced gradient functions
+(``experimental_custom_gradients=False``), so that the loading process
+resolves them node by node: TensorFlow would otherwise keep one gradient
+function per name, traced for the first node's shapes, and fail on nodes of
+other shapes. Everything else is refused:
 clip_gradient (its gradient is not linear in dy, so no stop_gradient form
 exists) and names registered in this process only.
 
 The directory is written atomically: into a temporary sibling folder, loaded
-back and checked, then renamed into place; an existing SavedModel is
+back and checked (its gradient is built, as plain TensorFlow would), then
+renamed into place; an existing SavedModel is
 replaced only with ``overwrite=True``, by renaming it aside first and
 deleting it only once the new one is in place.
 """
@@ -102,15 +109,23 @@ class _Serving(tf.Module):
     def __init__(self, frozen_fn, graph_def):
         super().__init__(name=frozen_fn.name)
         self.weights = list(frozen_fn.weights)
-        weights = list(zip(frozen_fn.weight_names, [w.numpy() for w in frozen_fn.weights]))
-        concrete = function_graph.wrap(
-            function_graph.as_placeholders(graph_def, weights),
-            frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
-            frozen_fn.outputs)
+        if graph_def is frozen_fn.graph_def:  # nothing to rewrite: the live function
+            concrete = frozen_fn._function  # pylint: disable=protected-access
+            input_specs = frozen_fn.specs()[0]
+        else:
+            weights = list(zip(frozen_fn.weight_names,
+                               [w.numpy() for w in frozen_fn.weights]))
+            concrete, specs, output_specs = function_graph.wrap(
+                function_graph.as_placeholders(graph_def, weights),
+                frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
+                frozen_fn.outputs)
+            input_specs = specs[:len(frozen_fn.inputs)]
+            if frozen_fn.input_specs is None:  # not built (convert): the same specs
+                frozen_fn.input_specs, frozen_fn.output_specs = input_specs, output_specs
         keys = output_keys(frozen_fn.outputs)
         variables = self.weights
 
-        @tf.function(input_signature=frozen_fn.input_specs)
+        @tf.function(input_signature=input_specs)
         def serve(*inputs):
             result = concrete(*inputs, *[tf.convert_to_tensor(v) for v in variables])
             return dict(zip(keys, result))
@@ -149,10 +164,18 @@ def _umask():
     return mask
 
 
-def _verify(folder, module, source, path):
-    """Loads the SavedModel written in `folder` and builds (without running)
-    the gradient of its signature's float outputs into its float inputs and
-    weights, as a process without graph_override would."""
+def _verify(folder, module, source, path, differentiate):
+    """Loads the SavedModel written in `folder` and, if `differentiate`,
+    builds (without running) the gradient of its signature's float outputs
+    into its float inputs and weights, as a process without graph_override
+    would.
+
+    Only a graph that keeps gradient names (TensorFlow's own, such as
+    Identity) needs it: they are what a loading process resolves, and what
+    TensorFlow's default way of saving broke. Every other node differentiates
+    with its op type's own gradient, as in TensorFlow's own SavedModels; and
+    building the gradient costs more than writing the model.
+    """
     loaded = tf.saved_model.load(folder)
     if SIGNATURE_KEY not in loaded.signatures:
         raise ConversionError("%s: the written SavedModel has no %r signature; "
@@ -161,6 +184,8 @@ def _verify(folder, module, source, path):
         raise ConversionError("%s: the written SavedModel holds %d weights, "
                               "expected %d; nothing was written" % (
                                   path, len(loaded.weights), len(module.weights)))
+    if not differentiate:
+        return
     signature = loaded.signatures[SIGNATURE_KEY]
     specs = signature.structured_input_signature[1]
     names = sorted(specs)
@@ -220,7 +245,8 @@ def save(frozen_fn, path, *, overwrite=False):
         tf.saved_model.save(module, tmp, signatures={
             SIGNATURE_KEY: module.serve.get_concrete_function()},
             options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
-        _verify(tmp, module, frozen_fn.source, path)
+        _verify(tmp, module, frozen_fn.source, path,
+                differentiate=bool(nodes_by_gradient(graph_def) or _library_names(graph_def)))
         check_target(path, overwrite)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700
         if os.path.lexists(path):
