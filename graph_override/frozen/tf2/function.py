@@ -41,8 +41,8 @@ binarized MLP [256, 1024, 1024, 10] at batch 256 on 2 CPU cores, one
 tf.function fine-tuning step took 0.73x the Session's time (registered names)
 and 0.62x (stop_gradient form), with run-to-run noise of about 20% on a
 shared machine, the network written directly in TF2 0.74x; the eager step
-1.33x. Conversion costs what TensorFlow's wrap_function + prune import costs
-(0.94x of it for a 20,000-node graph, 1.3x for MobileNetV2).
+1.33x. Conversion costs what TensorFlow's wrap_function + prune import costs plus
+the checks (1.04x of it for a 2996-node graph, 1.15x for MobileNetV2).
 
 Only Const nodes of the top-level graph can become variables; constants
 inside function bodies (functional While/If, Keras exports) stay constants.
