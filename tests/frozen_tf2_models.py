@@ -188,3 +188,173 @@ def tape_gradients(fn, variables, feeds, cotangents, use_function=False):
     ys, grads = run(*[tf.constant(f) for f in feeds])
     grads = [None if g is None else g.numpy() for g in grads]
     return [y.numpy() for y in ys], grads[:len(feeds)], grads[len(feeds):]
+
+
+# Models made the way TF1 users made them (issue 20): each builder returns
+# (graph_def, inputs, outputs).
+
+def relu_mlp(widths=(12, 7, 3)):
+    """An MLP whose Relu layers differ in width (x [N, 5] -> logits): a rule
+    naming one of TensorFlow's own gradients (Relu=Identity) meets Relu
+    nodes of several shapes."""
+    rng = np.random.RandomState(5)
+    with tf.Graph().as_default() as g:
+        h = tf.compat.v1.placeholder(tf.float32, [None, 5], name="x")
+        for i, width in enumerate(widths):
+            kernel = tf.constant((0.5 * rng.randn(int(h.shape[1]), width)).astype(np.float32),
+                                 name="dense_%d/kernel" % i)
+            h = tf.matmul(h, kernel, name="dense_%d/MatMul" % i)
+            if i < len(widths) - 1:
+                h = tf.nn.relu(h, name="dense_%d/Relu" % i)
+        tf.identity(h, name="logits")
+    return g.as_graph_def(), ["x:0"], ["logits:0"]
+
+
+def two_placeholders():
+    """A graph whose output needs two Placeholders, x and y (a siamese
+    distance): the outputs need both fed."""
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        y = tf.compat.v1.placeholder(tf.float32, [None, 3], name="y")
+        w = tf.constant([[1.0], [-2.0], [0.5]], name="w")
+        tf.identity(tf.matmul(x - y, w), name="distance")
+    return g.as_graph_def(), ["x:0", "y:0"], ["distance:0"]
+
+
+def not_frozen(resource=False):
+    """A graph saved before freezing: VariableV2 with Assign initializers
+    (resource=False, tf.compat.v1 variables without resource variables) or
+    VarHandleOp/ReadVariableOp (resource variables)."""
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
+        w = tf.compat.v1.get_variable("dense/kernel", [2, 1], use_resource=resource,
+                                      initializer=tf.compat.v1.ones_initializer())
+        b = tf.compat.v1.get_variable("dense/bias", [1], use_resource=resource,
+                                      initializer=tf.compat.v1.zeros_initializer())
+        tf.identity(tf.nn.relu(tf.matmul(x, w) + b), name="y")
+        tf.compat.v1.global_variables_initializer()
+    return g.as_graph_def(), ["x:0"], ["y:0"]
+
+
+def _freeze(sess, graph, outputs):
+    return tf.compat.v1.graph_util.convert_variables_to_constants(
+        sess, graph.as_graph_def(), [o.rpartition(":")[0] for o in outputs])
+
+
+def _conv_block(h, filters, training, keep, name):
+    """conv, tf.cond BatchNorm (batch statistics in training, moving ones
+    otherwise) and dropout with a fed keep probability, as TF1 CNNs wrote
+    them by hand. (A dropout inside a tf.cond branch is left out: TensorFlow's
+    own wrap_function + prune cannot differentiate it after import.)"""
+    with tf.compat.v1.variable_scope(name):
+        kernel = tf.compat.v1.get_variable(
+            "kernel", [3, 3, int(h.shape[-1]), filters],
+            initializer=tf.compat.v1.glorot_uniform_initializer(seed=1))
+        h = tf.nn.conv2d(h, kernel, strides=1, padding="SAME")
+        mean, var = tf.nn.moments(h, [0, 1, 2])
+        moving_mean = tf.compat.v1.get_variable(
+            "moving_mean", [filters], initializer=tf.compat.v1.constant_initializer(0.1),
+            trainable=False)
+        moving_var = tf.compat.v1.get_variable(
+            "moving_variance", [filters], initializer=tf.compat.v1.ones_initializer(),
+            trainable=False)
+        mean, var = tf.compat.v1.cond(training, lambda: (mean, var),
+                                      lambda: (moving_mean + 0.0, moving_var + 0.0))
+        h = tf.nn.relu(tf.nn.batch_normalization(h, mean, var, None, None, 1e-3))
+        h = tf.compat.v1.nn.dropout(h, keep_prob=keep, seed=3)
+        return tf.nn.max_pool2d(h, 2, 2, "VALID")
+
+
+def cond_cnn():
+    """A TF1 CNN (x [N, 8, 8, 1] -> logits [N, 3]) whose BatchNorm switches on
+    an `is_training` PlaceholderWithDefault through tf.cond and whose dropout
+    keeps a `keep_prob` PlaceholderWithDefault(1.0) fraction, built
+    without control flow v2 (Switch/Merge, no loop) and frozen with
+    convert_variables_to_constants."""
+    from tensorflow.python.ops import control_flow_util  # pylint: disable=import-outside-toplevel
+    was = control_flow_util.ENABLE_CONTROL_FLOW_V2
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as g:
+            x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+            training = tf.compat.v1.placeholder_with_default(False, [], name="is_training")
+            keep = tf.compat.v1.placeholder_with_default(1.0, [], name="keep_prob")
+            h = _conv_block(x, 4, training, keep, "block1")
+            h = _conv_block(h, 6, training, keep, "block2")
+            w = tf.compat.v1.get_variable("fc/kernel", [2 * 2 * 6, 3],
+                                          initializer=tf.compat.v1.glorot_uniform_initializer(seed=2))
+            tf.identity(tf.matmul(tf.reshape(h, [-1, 24]), w), name="logits")
+            with tf.compat.v1.Session() as sess:
+                sess.run(tf.compat.v1.global_variables_initializer())
+                graph_def = _freeze(sess, g, ["logits:0"])
+    finally:
+        if was:
+            tf.compat.v1.enable_control_flow_v2()
+    assert {"Switch", "Merge"} <= {n.op for n in graph_def.node}
+    return graph_def, ["x:0"], ["logits:0"]
+
+
+def iterator_cnn():
+    """A tf.estimator-style CNN fed by a dataset iterator (IteratorGetNext:
+    its input is the iterator's resource), frozen; feed IteratorGetNext:0
+    to run it on your own data."""
+    rng = np.random.RandomState(6)
+    with tf.Graph().as_default() as g:
+        images = rng.rand(4, 6, 6, 1).astype(np.float32)
+        dataset = tf.compat.v1.data.Dataset.from_tensor_slices(images).batch(2)
+        features = tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+        kernel = tf.compat.v1.get_variable("conv/kernel", [3, 3, 1, 2],
+                                           initializer=tf.compat.v1.glorot_uniform_initializer(seed=4))
+        h = tf.nn.relu(tf.nn.conv2d(features, kernel, 1, "SAME"))
+        tf.identity(tf.reduce_mean(h, axis=[1, 2]), name="logits")
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            graph_def = _freeze(sess, g, ["logits:0"])
+    assert "IteratorGetNext" in {n.op for n in graph_def.node}
+    return graph_def, ["IteratorGetNext:0"], ["logits:0"]
+
+
+def cnn_before_loop():
+    """A conv feature extractor (x [N, 4, 4, 1] -> features) that feeds a
+    TF1 recurrent loop (a GRU-like while_loop, control flow v1): the
+    features alone convert, the loop's output does not."""
+    from tensorflow.python.ops import control_flow_util  # pylint: disable=import-outside-toplevel
+    rng = np.random.RandomState(8)
+    was = control_flow_util.ENABLE_CONTROL_FLOW_V2
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as g:
+            x = tf.compat.v1.placeholder(tf.float32, [None, 4, 4, 1], name="x")
+            kernel = tf.constant(rng.randn(3, 3, 1, 2).astype(np.float32), name="conv/kernel")
+            h = tf.nn.relu(tf.nn.conv2d(x, kernel, 1, "SAME"))
+            features = tf.reshape(h, [-1, 4, 8], name="features")  # 4 time steps
+            cell = tf.constant(rng.randn(8, 8).astype(np.float32) * 0.3, name="gru/kernel")
+            _, state = tf.compat.v1.while_loop(
+                lambda t, s: t < 4,
+                lambda t, s: (t + 1, tf.tanh(tf.matmul(features[:, t] + s, cell))),
+                [tf.constant(0), tf.zeros_like(features[:, 0])])
+            tf.identity(state, name="state")
+    finally:
+        if was:
+            tf.compat.v1.enable_control_flow_v2()
+    return g.as_graph_def(), ["x:0"], ["features:0"]
+
+
+def wrap_prune_reference(graph_def, inputs, outputs, feeds, cotangent_seed=0):
+    """TensorFlow's own TF2 route: tf.compat.v1.wrap_function around
+    import_graph_def, pruned to inputs -> outputs. Returns (outputs, input
+    gradients of sum(outputs * cotangent))."""
+    def _import():
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    wrapped = tf.compat.v1.wrap_function(_import, [])
+    pruned = wrapped.prune([wrapped.graph.as_graph_element(n) for n in inputs],
+                           [wrapped.graph.as_graph_element(n) for n in outputs])
+    xs = [tf.constant(f) for f in feeds]
+    with tf.GradientTape() as tape:
+        tape.watch(xs)
+        ys = pruned(*xs)
+        rng = np.random.RandomState(cotangent_seed)
+        cot = [rng.randn(*y.shape).astype(y.dtype.as_numpy_dtype) for y in ys]
+        loss = tf.add_n([tf.reduce_sum(y * c) for y, c in zip(ys, cot)])
+    grads = tape.gradient(loss, xs)
+    return [y.numpy() for y in ys], [g.numpy() for g in grads], cot

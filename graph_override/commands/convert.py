@@ -10,7 +10,8 @@ DESCRIPTION = (
     "Reads a frozen GraphDef, applies the --map rules (the syntax of\n"
     "`graph-override patch`), turns the Const nodes matching --trainable into\n"
     "variables, and writes a SavedModel to DIR with a 'serving_default' signature\n"
-    "(inputs named after their nodes, outputs keyed by node name).\n"
+    "(inputs named after their nodes, outputs keyed by node name: 'policy/output'\n"
+    "for policy/output:0, 'split:1' for a later output; the report prints them).\n"
     "\n"
     "The saved graph carries every estimator gradient in its stop_gradient form,\n"
     "so the SavedModel differentiates correctly with plain TensorFlow, in a process\n"
@@ -19,9 +20,11 @@ DESCRIPTION = (
     "either the complete SavedModel or not there at all.\n"
     "\n"
     "Exit status: 0 written; 1 the graph cannot be converted as asked (unresolvable\n"
-    "gradient names, v1 control flow, unknown ops, a rule that selects nothing or\n"
-    "has no portable form); 2 bad usage or unreadable MODEL, a name not in the\n"
-    "graph, a --trainable that selects nothing, or DIR exists (without --force).")
+    "gradient names, a TF1 while loop the outputs need, a graph that is not frozen,\n"
+    "unknown ops, a rule that selects nothing (without --allow-no-match) or has no\n"
+    "portable form); 2 bad usage or unreadable MODEL, a name not in the graph, a\n"
+    "Placeholder the outputs need missing from --inputs, a --trainable that selects\n"
+    "nothing, or DIR exists (without --force).")
 EPILOG = """examples:
   graph-override convert model.pb -o saved --inputs x:0 --outputs logits:0 --map Sign=ste_sign
   graph-override convert model.pb -o saved --inputs x --outputs logits --map Sign=ste_sign --trainable 'kernel|bias'
@@ -42,6 +45,9 @@ def configure(parser):
                              "variables (an integer N: those with at least N elements)")
     parser.add_argument("--force", action="store_true",
                         help="replace DIR if it holds a SavedModel")
+    parser.add_argument("--allow-no-match", action="store_true",
+                        help="accept rules that select no node (a rule set for Relu "
+                             "and Relu6 on a network with one of them)")
 
 
 def _usage(message):
@@ -71,8 +77,11 @@ def run(args):
     except ConversionError as e:
         return _usage(str(e))
     try:
-        fn = frozen.to_function(args.model, args.inputs, args.outputs, rules=rules,
-                                trainable=_trainable(args.trainable))
+        # build=False: the live function (registered gradient names) is never
+        # called here; save imports the portable form only.
+        fn = frozen.FrozenFunction(args.model, args.inputs, args.outputs, rules=rules,
+                                   trainable=_trainable(args.trainable), build=False,
+                                   on_no_match="ignore" if args.allow_no_match else "raise")
     except ConversionError as e:
         if getattr(e, "usage", False):
             return _usage(str(e))
@@ -80,8 +89,10 @@ def run(args):
     fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
     if fn.patch_report is not None:
         print("%s: %s" % (args.model, fn.patch_report.format()))
-    specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.input_specs)
+    specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.specs()[0])
+    keys = ", ".join("%r (%s)" % (key, name) for key, name in
+                     zip(function_save.output_keys(fn.outputs), fn.outputs))
     print("wrote %s: signature 'serving_default' (%s -> %s), %d trainable variable(s) "
-          "of %d element(s)" % (args.output, specs, ", ".join(fn.outputs), len(fn.weights),
+          "of %d element(s)" % (args.output, specs, keys, len(fn.weights),
                                 sum(int(w.shape.num_elements()) for w in fn.weights)))
     return 0

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import frozen_tf2_models as models
+import graph_override
 from graph_override import estimators, frozen, scope, testing, tf2
 from graph_override.errors import (EagerModeError, GraphDefError, NoMatchError,
                                    UnknownGradientError, UnknownOpTypeError)
@@ -131,8 +133,24 @@ def test_make_portable_refuses_clip_gradient_and_registered_names():
     with pytest.raises(frozen.RuleError, match="clip_gradient cannot be made portable"):
         frozen.make_portable(_graph("Identity"),
                              "Identity=clip_gradient:clip_value_min=-1,clip_value_max=1")
+    name = graph_override.register_gradient(_passthrough)
     with pytest.raises(frozen.RuleError, match="plain TensorFlow cannot resolve"):
-        frozen.make_portable(_graph("Sign"), "Sign=Identity")
+        frozen.make_portable(_graph("Sign"), "Sign=" + name)
+
+
+def _passthrough(op, dy):
+    del op
+    return dy
+
+
+def test_make_portable_keeps_tensorflows_own_gradient_names():
+    """Identity is TensorFlow's own gradient: plain TensorFlow resolves it
+    anywhere, so the portable graph keeps the name on the node."""
+    portable, report = frozen.make_portable(_graph("Sign"), "Sign=Identity")
+    assert [(c.action, c.after) for c in report.changes] == [("set", "Identity")]
+    y, dx = _run(portable, X, UP, plain=True)
+    np.testing.assert_array_equal(y, np.sign(X))
+    np.testing.assert_array_equal(dx, UP)
 
 
 def test_make_portable_refuses_a_node_used_through_a_second_output():
@@ -469,3 +487,24 @@ def test_a_gradient_selector_may_name_a_builtin_gradient():
     rule = frozen.parse_rule(
         "gradient:graph_override.ste_sign(clip_value=1.0)=flip_gradient:scale=0.5")
     assert rule.estimator == "flip_gradient" and rule.params["scale"] == 0.5
+
+
+def test_inspect_skips_iterator_and_dataset_ops():
+    """IteratorGetNext reads a resource (the iterator) and dataset ops make
+    dataset variants: no gradient reaches them, so they are no finding."""
+    graph_def, _, _ = models.iterator_cnn()
+    report = frozen.inspect(graph_def)
+    assert report.gradient_failures == [] and report.ok
+    assert report.op_types["IteratorGetNext"] == 1
+
+
+@pytest.mark.parametrize("resource", [False, True], ids=["VariableV2", "VarHandleOp"])
+def test_inspect_reports_variables(resource):
+    graph_def, _, _ = models.not_frozen(resource)
+    report = frozen.inspect(graph_def)
+    op = "VarHandleOp" if resource else "VariableV2"
+    assert report.variables == [{"node": "dense/kernel", "op": op},
+                                {"node": "dense/bias", "op": op}]
+    assert not report.ok and report.to_dict()["variables"] == report.variables
+    assert "2 variable(s): the graph is not frozen" in report.format()
+    assert frozen.inspect(models.relu_mlp()[0]).variables == []

@@ -4,7 +4,6 @@ fresh process without graph_override, atomic writes, refusals, exit codes."""
 import json
 import os
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -12,8 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import frozen_graphs
 import frozen_tf2_models as models
 from graph_override import cli, frozen
+from graph_override import scope as frozen_rules
 from graph_override.errors import ConversionError
 
 HERE = pathlib.Path(__file__).resolve().parent.parent  # the shared helpers
@@ -27,7 +28,20 @@ CASES = {
     "float64": (models.float64_round, ["Round=ste_round"], "^w", models.float64_tf2),
     "while_if": (models.while_if, [], "^w$", None),
     "fake_quant": (models.fake_quant, [], "act_min|act_max|kernel", None),
+    # TensorFlow's own gradient on Relu nodes of three widths: a SavedModel
+    # that stored one traced gradient per name failed on the second width.
+    "relu_identity": (models.relu_mlp, ["Relu=Identity"], "kernel", None),
+    # TF1 tf.cond (Switch/Merge without a loop) differentiates after import.
+    "cond_cnn": (models.cond_cnn, [], "kernel", None),
+    # A rule on a Sign inside a functional While body.
+    "while_body": (lambda: _as_lists(frozen_graphs.frozen_tf_function(lower_control_flow=False)),
+                   ["Sign=ste_sign"], 16, None),
 }
+
+
+def _as_lists(built):
+    graph_def, x, y, _ = built
+    return graph_def, [x + ":0"], [y + ":0"]
 
 
 def _feed(name, graph_def, inputs):
@@ -83,8 +97,7 @@ def _save_and_check(folder, cases_spec):
 
 
 def _output_key(name):
-    base, _, index = name.rpartition(":")
-    return re.sub(r"[^A-Za-z0-9_]", "_", base) + ("" if index == "0" else "_" + index)
+    return name[:-2] if name.endswith(":0") else name
 
 
 def _compare(refs, results, name):
@@ -171,11 +184,27 @@ def test_folder_that_is_no_saved_model_is_never_replaced(tmp_path):
 def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
     fn = _mlp_function()
 
-    def broken(module, path, signatures=None):
+    def broken(module, path, signatures=None, options=None):
         os.makedirs(os.path.join(path, "variables"))
         raise OSError("disk full")
     monkeypatch.setattr(tf.saved_model, "save", broken)
     with pytest.raises(OSError, match="disk full"):
+        fn.save(str(tmp_path / "saved"))
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_check_after_writing_differentiates_the_model(tmp_path, monkeypatch):
+    """Saved the way TensorFlow saves by default (one traced gradient per
+    gradient name), Relu=Identity on Relu nodes of two widths does not
+    differentiate: the check after writing builds the gradient and refuses."""
+    graph_def, inputs, outputs = models.relu_mlp()
+    fn = frozen.to_function(graph_def, inputs, outputs, rules=["Relu=Identity"])
+    options = tf.saved_model.SaveOptions
+    monkeypatch.setattr(tf.saved_model, "SaveOptions",
+                        lambda **kwargs: options(experimental_custom_gradients=True))
+    with pytest.raises(ConversionError, match=r"saved: the SavedModel written from "
+                                              r"<GraphDef> does not differentiate in "
+                                              r"plain TensorFlow \(.*shape"):
         fn.save(str(tmp_path / "saved"))
     assert os.listdir(tmp_path) == []
 
@@ -216,7 +245,7 @@ def test_convert_command(pbs, tmp_path, capsys):
     code, out, err = _main(capsys, *args)
     assert code == 0, err
     assert "4 node(s) changed" in out
-    assert ("signature 'serving_default' (x float32 (None, 16) -> logits:0), 6 trainable "
+    assert ("signature 'serving_default' (x float32 (None, 16) -> 'logits' (logits:0)), 6 trainable "
             "variable(s) of 1732 element(s)") in out
     loaded = tf.saved_model.load(out_dir)
     assert len(loaded.weights) == 6
@@ -246,6 +275,53 @@ def test_convert_refusals(pbs, tmp_path, capsys, extra, code, message):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.fixture(scope="module")
+def user_pbs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("user_models")
+    for name, build in [("two.pb", models.two_placeholders), ("vars.pb", models.not_frozen),
+                        ("relu.pb", models.relu_mlp)]:
+        frozen.save(build()[0], str(folder / name))
+    return folder
+
+
+@pytest.mark.parametrize("model, extra, code, message", [
+    ("two.pb", ["--inputs", "x", "--outputs", "distance"], 2,
+     "output distance:0 depends on Placeholder y: add 'y:0' to inputs (CLI: --inputs)"),
+    ("vars.pb", ["--inputs", "x", "--outputs", "y"], 1,
+     "not frozen: the outputs read 2 variable(s), dense/bias (VariableV2), dense/kernel"),
+    ("relu.pb", ["--inputs", "x", "--outputs", "logits", "--map", "Relu=Identity",
+                 "--map", "Relu6=Identity"], 1, "or allow it (on_no_match='ignore', "
+                                                "--allow-no-match)"),
+])
+def test_convert_refuses_user_models(user_pbs, tmp_path, capsys, model, extra, code, message):
+    got, _, err = _main(capsys, "convert", str(user_pbs / model), "-o",
+                        str(tmp_path / "saved"), *extra)
+    assert got == code and message in err and "Traceback" not in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_convert_allow_no_match_and_output_keys(user_pbs, tmp_path, capsys):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="obs")
+        a, b = tf.split(tf.nn.relu(x), 2, axis=1, name="policy/split")
+        tf.identity(a, name="policy/output")
+    frozen.save(g.as_graph_def(), str(tmp_path / "policy.pb"))
+    out_dir = str(tmp_path / "saved")
+    code, out, err = _main(capsys, "convert", str(tmp_path / "policy.pb"), "-o", out_dir,
+                           "--inputs", "obs", "--outputs", "policy/output", "policy/split:1",
+                           "--map", "Relu=Identity", "--map", "Relu6=Identity",
+                           "--allow-no-match")
+    assert code == 0, err
+    assert "-> 'policy/output' (policy/output:0), 'policy/split:1' (policy/split:1))" in out
+    result = tf.saved_model.load(out_dir).signatures["serving_default"](
+        obs=tf.constant([[1.0, -2.0]]))
+    assert sorted(result) == ["policy/output", "policy/split:1"]
+    assert result["policy/split:1"].numpy().tolist() == [[0.0]]
+    with pytest.warns(frozen_rules.NoMatchWarning, match="op type Relu6 -> Identity"):
+        frozen.to_function(str(tmp_path / "policy.pb"), ["obs"], ["policy/output"],
+                           rules=["Relu=Identity", "Relu6=Identity"], on_no_match="warn")
+
+
 def test_convert_dead_names_and_unreadable_model(pbs, tmp_path, capsys):
     out_dir = str(tmp_path / "saved")
     code, _, err = _main(capsys, "convert", str(pbs / "custom.pb"), "-o", out_dir,
@@ -258,3 +334,21 @@ def test_convert_dead_names_and_unreadable_model(pbs, tmp_path, capsys):
     code, _, err = _main(capsys, "convert", str(tmp_path / "missing.pb"), "-o",
                          str(tmp_path / "other"), "--inputs", "x", "--outputs", "y")
     assert code == 2 and "no such file" in err
+
+
+def test_convert_imports_the_graph_once(pbs, tmp_path, capsys, monkeypatch):
+    """convert never calls the live function: it imports the portable form
+    only (once), and reads the specs from that import."""
+    from graph_override.frozen.tf2 import graph as function_graph  # pylint: disable=import-outside-toplevel
+    calls = []
+    wrap = function_graph.wrap
+    monkeypatch.setattr(function_graph, "wrap", lambda *a: calls.append(1) or wrap(*a))
+    code, out, err = _main(capsys, "convert", str(pbs / "model.pb"), "-o",
+                           str(tmp_path / "saved"), "--inputs", "x", "--outputs", "logits",
+                           "--map", "Sign=ste_sign", "--trainable", "kernel")
+    assert code == 0, err
+    assert len(calls) == 1 and "(x float32 (None, 16) -> 'logits' (logits:0))" in out
+    fn = frozen.FrozenFunction(str(pbs / "model.pb"), ["x"], ["logits"], build=False)
+    assert fn.input_specs is None and len(calls) == 1
+    assert fn(np.zeros((2, 16), np.float32)).shape == (2, 4)
+    assert len(calls) == 2 and fn.input_specs[0].shape.as_list() == [None, 16]

@@ -164,8 +164,53 @@ def test_unknown_custom_op_is_refused(mlp):
 
 def test_v1_control_flow_is_refused():
     graph_def, inputs, outputs = models.v1_while()
-    with pytest.raises(ConversionError, match=r"TF1 control flow.*\((Enter|Merge)\).*"
+    with pytest.raises(ConversionError, match=r"TF1 while loop.*\((Enter|LoopCond)\).*"
                                               r"cannot differentiate"):
+        frozen.to_function(graph_def, inputs, outputs)
+
+
+def test_only_a_loop_the_outputs_need_is_refused():
+    graph_def, inputs, outputs = models.cnn_before_loop()
+    x = np.random.RandomState(2).randn(2, 4, 4, 1).astype(np.float32)
+    fn = frozen.to_function(graph_def, inputs, outputs, trainable="conv")
+    _check(fn, graph_def, inputs, outputs, [x], "eager")
+    with pytest.raises(ConversionError, match=r"outputs need a TF1 while loop.*"
+                                              r"convert the part before the loop"):
+        frozen.to_function(graph_def, inputs, ["state:0"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tf1_cond_cnn_matches_tensorflows_own_route(mode):
+    """Switch/Merge without a loop: TensorFlow's wrap_function + prune
+    differentiates it, and so does to_function, bitwise."""
+    graph_def, inputs, outputs = models.cond_cnn()
+    x = np.random.RandomState(3).randn(2, 8, 8, 1).astype(np.float32)
+    ref_out, ref_dx, cot = models.wrap_prune_reference(graph_def, inputs, outputs, [x])
+    fn = frozen.to_function(graph_def, inputs, outputs)
+    out, dx, _ = models.tape_gradients(fn, [], [x], cot, use_function=mode == "function")
+    np.testing.assert_array_equal(out[0], ref_out[0])
+    np.testing.assert_array_equal(dx[0], ref_dx[0])
+    assert np.any(dx[0])
+
+
+def test_an_unfed_placeholder_is_named():
+    graph_def, _, outputs = models.two_placeholders()
+    with pytest.raises(ConversionError, match=r"output distance:0 depends on Placeholder "
+                                              r"y: add 'y:0' to inputs") as info:
+        frozen.to_function(graph_def, ["x:0"], outputs)
+    assert info.value.usage
+    fn = frozen.to_function(graph_def, ["x:0", "y:0"], outputs)
+    a, b = np.ones((1, 3), np.float32), np.zeros((1, 3), np.float32)
+    assert fn(a, b).numpy().tolist() == [[-0.5]]
+
+
+@pytest.mark.parametrize("resource", [False, True], ids=["VariableV2", "VarHandleOp"])
+def test_a_graph_that_is_not_frozen_is_refused_naming_its_variables(resource):
+    graph_def, inputs, outputs = models.not_frozen(resource)
+    op = "VarHandleOp" if resource else "VariableV2"
+    with pytest.raises(ConversionError, match=r"not frozen: the outputs read 2 variable\(s\), "
+                                              r"dense/bias \(%s\), dense/kernel \(%s\).*"
+                                              r"convert_variables_to_constants" % (op, op)):
         frozen.to_function(graph_def, inputs, outputs)
 
 

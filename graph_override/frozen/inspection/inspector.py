@@ -13,7 +13,7 @@ from graph_override.frozen.graphdef.views import GRADIENT_ATTR, View, gradient_a
 from graph_override.frozen.inspection.report import V1_LOOP_HELP, InspectReport
 from graph_override.errors import GraphDefError
 
-__all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "ZERO_GRADIENT_OPS",
+__all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "VARIABLE_OPS", "ZERO_GRADIENT_OPS",
            "gradient_failures", "inspect", "v1_loops"]
 
 # Op types worth a look before running an untrusted graph, with why.
@@ -118,6 +118,13 @@ _DIFFERENTIABLE = frozenset(
         tf.float16, tf.bfloat16, tf.float32, tf.float64, tf.complex64,
         tf.complex128, tf.resource, tf.variant))
 
+# Inputs through which a gradient can reach a node of a frozen graph: a
+# resource input (an iterator, a lookup table) is never differentiated.
+_DIFFERENTIABLE_INPUTS = _DIFFERENTIABLE - {tf.resource.as_datatype_enum}
+
+# Op types of variables: a graph holding them is not frozen.
+VARIABLE_OPS = frozenset(("Variable", "VariableV2", "VarHandleOp", "TemporaryVariable"))
+
 
 def _may_carry_gradient(node):
     """False if every output of `node`, or every input, has a dtype
@@ -127,11 +134,14 @@ def _may_carry_gradient(node):
     op_def = _compat.op_def(node.op)
     if op_def is None:
         return True
+    if node.op.endswith("Dataset") or "DatasetV" in node.op:
+        return False  # tf.data pipelines: a dataset variant is never differentiated
     return (_any_differentiable(node, op_def.output_arg)
-            and (not op_def.input_arg or _any_differentiable(node, op_def.input_arg)))
+            and (not op_def.input_arg
+                 or _any_differentiable(node, op_def.input_arg, _DIFFERENTIABLE_INPUTS)))
 
 
-def _any_differentiable(node, args):
+def _any_differentiable(node, args, dtypes=_DIFFERENTIABLE):
     for arg in args:
         if arg.type:
             types = [arg.type]
@@ -142,7 +152,7 @@ def _any_differentiable(node, args):
                 arg.type_list_attr in node.attr) else []
         else:
             types = []
-        if not types or any(t in _DIFFERENTIABLE for t in types):
+        if not types or any(t in dtypes for t in types):
             return True
     return False
 
@@ -295,7 +305,11 @@ def inspect(graph_def):
     A node's gradient will fail in ``tf.gradients`` when its
     ``_gradient_op_type`` does not resolve in this process, or its op type
     has no registry entry at all (ops marked NotDifferentiable are fine:
-    they pass no gradient). Nodes without data inputs are skipped. Sign,
+    they pass no gradient). Nodes without data inputs, nodes whose only
+    differentiable-looking inputs are resources (IteratorGetNext reads an
+    iterator) and tf.data dataset ops are skipped: no gradient reaches them.
+    Variables (VariableV2, VarHandleOp) are listed in `variables`: such a
+    graph is not frozen. Sign,
     Round, Floor, Ceil and Rint nodes are listed as zero-gradient nodes unless
     they only binarize constants (frozen weights) or feed a StopGradient or a
     tf.custom_gradient IdentityN. TF1 while loops (Enter/Exit/NextIteration,
@@ -349,7 +363,10 @@ def inspect(graph_def):
     for entry in names.values():
         entry["resolvable"] = registry.is_resolvable(entry["name"])
         entry["needs_graph_override"] = registry.parse_builtin_name(entry["name"]) is not None
+    variables = [{"node": node_names[i], "op": op} for i, op in enumerate(ops)
+                 if op in VARIABLE_OPS] if not VARIABLE_OPS.isdisjoint(counts) else []
     return InspectReport(
+        variables=variables,
         nodes=len(graph_def.node), op_types=dict(counts.most_common()),
         gradient_failures=findings.failures, gradient_names=list(names.values()),
         risky_ops=findings.risky, zero_gradients=findings.zero, functions=len(library),

@@ -27,13 +27,15 @@ class InspectReport:
     zero_gradients: list = dataclasses.field(default_factory=list)  # dicts: node, op, reason
     functions: int = 0
     v1_loops: list = dataclasses.field(default_factory=list)  # dicts: loop, exits, nodes
+    variables: list = dataclasses.field(default_factory=list)  # dicts: node, op
 
     @property
     def ok(self):
         """True if no gradient fails or vanishes, no TF1 loop blocks
-        gradients and no risky op was found."""
+        gradients, no risky op was found and the graph holds no variables
+        (it is frozen)."""
         return not (self.gradient_failures or self.zero_gradients or self.risky_ops
-                    or self.v1_loops)
+                    or self.v1_loops or self.variables)
 
     def to_dict(self):
         return {"nodes": self.nodes, "functions": self.functions,
@@ -41,7 +43,7 @@ class InspectReport:
                 "gradient_failures": list(self.gradient_failures),
                 "gradient_names": list(self.gradient_names),
                 "zero_gradients": list(self.zero_gradients),
-                "v1_loops": list(self.v1_loops),
+                "v1_loops": list(self.v1_loops), "variables": list(self.variables),
                 "risky_ops": list(self.risky_ops), "ok": self.ok}
 
     def format(self, limit=30):
@@ -81,6 +83,15 @@ class InspectReport:
         lines.append("")
         if self.v1_loops:
             lines += v1_loop_lines(self.v1_loops, limit)
+            lines.append("")
+        if self.variables:
+            lines.append("%d variable(s): the graph is not frozen (to_function and "
+                         "convert refuse it; freeze it with its checkpoint first, "
+                         "convert_variables_to_constants):" % len(self.variables))
+            lines += table([("node", "op")] + [
+                (v["node"], v["op"]) for v in self.variables[:limit]])
+            if len(self.variables) > limit:
+                lines.append("  ... and %d more (use --json)" % (len(self.variables) - limit))
             lines.append("")
         if self.zero_gradients:
             lines.append("%d node(s) whose gradient is zero everywhere (tf.gradients "

@@ -126,7 +126,8 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
     rules = as_rules(rules)
     if portable:
         for rule in rules:
-            if rule.gradient is not None:
+            if rule.gradient is not None and not (  # TensorFlow's own resolve anywhere
+                    _compat.is_op_type(rule.gradient) and _compat.has_gradient_entry(rule.gradient)):
                 raise RuleError(
                     "make_portable: rule %s sets the registered name %r, which "
                     "plain TensorFlow cannot resolve in a new process; use a "
@@ -185,7 +186,7 @@ def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
             added.append(_rewrite_identity_n(node, rule, names, what))
             changes.append(NodeChange(name, op, "rewrite", before,
                                       "stop_gradient form of " + targets[r], texts[r]))
-        elif portable:
+        elif portable and rule.estimator is not None:
             added.append(_rewrite_node(node, rule, names, what))
             changes.append(NodeChange(name, op, "rewrite", before,
                                       "stop_gradient form of " + targets[r], texts[r]))

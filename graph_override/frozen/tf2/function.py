@@ -3,10 +3,13 @@
 How it works, and why:
 
 1. The GraphDef is checked before anything runs: every op type must be
-   known here (or be a function of its library), TF1 v1 control flow
-   (Enter/Exit/Switch/Merge/NextIteration), which TensorFlow cannot
-   differentiate once imported, is refused, and every name in `inputs` and
-   `outputs` must be a tensor of the graph (close names are suggested).
+   known here (or be a function of its library), every name in `inputs`
+   and `outputs` must be a tensor of the graph (close names are
+   suggested), and the nodes the outputs need (what the pruned function
+   holds) must include no Placeholder left out of `inputs`, no variable
+   (the graph would not be frozen) and no TF1 while loop
+   (Enter/Exit/NextIteration), which TensorFlow cannot differentiate once
+   imported; a TF1 tf.cond (Switch/Merge) differentiates.
 2. The `rules` are applied with `graph_override.frozen.patch` (the ``--map``
    syntax of ``graph-override patch``), so the graph carries the gradient
    names; every ``_gradient_op_type`` name, top level and in the function
@@ -21,8 +24,12 @@ How it works, and why:
    ordinary differentiable function call. TensorFlow builds its backward
    function from the imported graph with the gradient registry, where the
    graph's override names (``graph_override.ste_sign(clip_value=1.0)``) are
-   registered: the gradients are exactly those of the patched graph in a
-   Session, clip_gradient included.
+   registered: the gradients are those of the patched graph in a Session
+   (to float rounding: for deep nets TF2 gradients differ from a Session's
+   by up to 9e-4 relative, as TensorFlow's own route's do), clip_gradient
+   included. Without `trainable` the forward outputs are bitwise a
+   Session's; with it grappler optimizes a changed graph and they are
+   equal to float rounding.
 
 The alternative, rewriting the selected nodes into stop_gradient subgraphs
 with `make_portable` and differentiating with plain TensorFlow, is what
@@ -34,8 +41,8 @@ binarized MLP [256, 1024, 1024, 10] at batch 256 on 2 CPU cores, one
 tf.function fine-tuning step took 0.73x the Session's time (registered names)
 and 0.62x (stop_gradient form), with run-to-run noise of about 20% on a
 shared machine, the network written directly in TF2 0.74x; the eager step
-1.33x. Conversion costs what TensorFlow's wrap_function + prune import costs
-(0.94x of it for a 20,000-node graph, 1.3x for MobileNetV2).
+1.33x. Conversion costs what TensorFlow's wrap_function + prune import costs plus
+the checks (1.04x of it for a 2996-node graph, 1.15x for MobileNetV2).
 
 Only Const nodes of the top-level graph can become variables; constants
 inside function bodies (functional While/If, Keras exports) stay constants.
@@ -57,16 +64,6 @@ from graph_override.frozen.tf2.graph import V1_CONTROL_FLOW_OPS
 __all__ = ["V1_CONTROL_FLOW_OPS", "FrozenFunction", "to_function"]
 
 
-def _specs(graph_def, names):
-    """TensorSpecs of the tensors `names`, from the graph (shapes as imported)."""
-    with tf.Graph().as_default() as graph:
-        tf.compat.v1.import_graph_def(graph_def, name="")
-        return [tf.TensorSpec(graph.get_tensor_by_name(n).shape,
-                              graph.get_tensor_by_name(n).dtype,
-                              name=re.sub(r"[^A-Za-z0-9_.\-/]", "_", n.rpartition(":")[0]))
-                for n in names]
-
-
 class FrozenFunction(tf.Module):
     """A frozen GraphDef as a differentiable TF2 function (see the module
     docstring). Use `to_function` to make one.
@@ -78,9 +75,17 @@ class FrozenFunction(tf.Module):
         order (also `trainable_variables`); `weight_names` their node names.
       graph_def: the patched GraphDef (Consts not yet replaced).
       patch_report: what the rules changed (a `PatchReport`, or None).
+
+    Args:
+      model, inputs, outputs, rules, trainable, on_no_match: see `to_function`.
+      name: the tf.Module's name.
+      build: False defers importing the graph to the first call (or `save`,
+        which imports the portable form only; what `graph-override convert`
+        does). `input_specs` and `output_specs` are None until then.
     """
 
-    def __init__(self, model, inputs, outputs, rules=(), trainable=None, name=None):
+    def __init__(self, model, inputs, outputs, rules=(), trainable=None, name=None, *,
+                 on_no_match="raise", build=True):
         super().__init__(name=name or "frozen_function")
         if isinstance(model, graph_pb2.GraphDef):
             graph_def, source = model, "<GraphDef>"
@@ -92,22 +97,36 @@ class FrozenFunction(tf.Module):
         function_graph.check_ops(graph_def, source)
         self.inputs = function_graph.check_names(graph_def, inputs, "inputs", source)
         self.outputs = function_graph.check_names(graph_def, outputs, "outputs", source)
+        used = function_graph.check_pruned(graph_def, self.inputs, self.outputs, source)
         self.rules = as_rules(rules) if rules else []
         self.patch_report = None
         if self.rules:
-            graph_def, self.patch_report = patch(graph_def, self.rules)
+            graph_def, self.patch_report = patch(graph_def, self.rules, on_no_match=on_no_match)
         function_graph.resolve_gradient_names(graph_def, source)
         self.source = source
         self.graph_def = graph_def
-        weights = function_graph.select_weights(graph_def, trainable, self.inputs, self.outputs, source)
+        weights = function_graph.select_weights(graph_def, trainable, used, source)
         self.weight_names = [name for name, _ in weights]
         self.weights = [tf.Variable(value, name=_variable_name(name))
                         for name, value in weights]
-        self.input_specs = _specs(graph_def, self.inputs)
-        self.output_specs = _specs(graph_def, self.outputs)
-        self._function = function_graph.wrap(function_graph.as_placeholders(graph_def, weights),
-                               self.inputs + [n + ":0" for n in self.weight_names],
-                               self.outputs)
+        self._weight_values = weights
+        self._concrete = self.input_specs = self.output_specs = None
+        if build:
+            self._build()
+
+    def _build(self):
+        """Imports the graph (weights as Placeholders) and prunes it: the
+        ConcreteFunction a call runs, and the specs of inputs and outputs."""
+        self._concrete, specs, self.output_specs = function_graph.wrap(
+            function_graph.as_placeholders(self.graph_def, self._weight_values),
+            self.inputs + [n + ":0" for n in self.weight_names], self.outputs)
+        self.input_specs = specs[:len(self.inputs)]
+        self._weight_values = None  # the variables hold them now
+        return self._concrete
+
+    @property
+    def _function(self):
+        return self._concrete if self._concrete is not None else self._build()
 
     def initial_values(self):
         """{weight node name: ndarray}: the Const values the weights started from."""
@@ -119,7 +138,7 @@ class FrozenFunction(tf.Module):
             raise TypeError("%s takes %d input(s) (%s), got %d" % (
                 self.name, len(self.inputs), ", ".join(self.inputs), len(args)))
         out = []
-        for arg, spec, name in zip(args, self.input_specs, self.inputs):
+        for arg, spec, name in zip(args, self.specs()[0], self.inputs):
             if isinstance(arg, (tf.Tensor, tf.Variable)) and arg.dtype != spec.dtype:
                 raise TypeError("input %s expects %s, got a %s tensor; cast it first"
                                 % (name, spec.dtype.name, arg.dtype.name))
@@ -147,6 +166,12 @@ class FrozenFunction(tf.Module):
         tensor for one output, else a tuple."""
         return self.call_with_weights(inputs, self.weights)
 
+    def specs(self):
+        """(input_specs, output_specs), importing the graph if not done yet."""
+        if self.input_specs is None:
+            self._build()
+        return self.input_specs, self.output_specs
+
     def save(self, path, *, overwrite=False):
         """Writes a SavedModel (see `graph_override.frozen.tf2.save.save`)."""
         return save_lib.save(self, path, overwrite=overwrite)
@@ -156,7 +181,7 @@ def _variable_name(node_name):
     return re.sub(r"[^A-Za-z0-9_.\-/]", "_", node_name)
 
 
-def to_function(model, inputs, outputs, rules=(), trainable=None):
+def to_function(model, inputs, outputs, rules=(), trainable=None, *, on_no_match="raise"):
     """A frozen GraphDef as a differentiable TF2 `tf.Module`.
 
     The result runs eagerly, inside tf.function, under a GradientTape and in
@@ -191,15 +216,22 @@ def to_function(model, inputs, outputs, rules=(), trainable=None):
       trainable: None, a regular expression (``re.search`` on Const node
         names) or a minimum number of elements: the float Consts (of those
         the outputs depend on) to turn into tf.Variables.
+      on_no_match: "raise" (default), "warn" or "ignore" when a rule selects
+        no node (a rule set for Relu and Relu6 meets a network with one of
+        the two: "ignore"; CLI: ``--allow-no-match``).
 
     Returns:
       A `FrozenFunction`.
 
     Raises:
-      ConversionError: unknown op types, v1 control flow, a name not in the
-        graph (with suggestions), a `trainable` that selects nothing.
+      ConversionError: unknown op types, a TF1 while loop that the outputs
+        need (a TF1 tf.cond is fine), a graph that is not frozen (naming its
+        variables), a name not in the graph (with suggestions), a Placeholder
+        the outputs need that `inputs` leaves out, a `trainable` that
+        selects nothing.
       UnknownGradientError: gradient names that do not resolve (with the
         rule that repairs them).
       GraphDefError: an unreadable model; RuleError etc. from `patch`.
     """
-    return FrozenFunction(model, inputs, outputs, rules=rules, trainable=trainable)
+    return FrozenFunction(model, inputs, outputs, rules=rules, trainable=trainable,
+                          on_no_match=on_no_match)

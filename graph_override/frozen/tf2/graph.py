@@ -17,18 +17,19 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 from graph_override import _compat, registry
 from graph_override.errors import ConversionError, UnknownGradientError
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list
+from graph_override.frozen.inspection.inspector import V1_LOOP_OPS, VARIABLE_OPS
 from graph_override.frozen.patching.library import rename_library
 
-__all__ = ["V1_CONTROL_FLOW_OPS", "as_placeholders", "check_names", "check_ops",
-           "resolve_gradient_names", "select_weights", "with_unique_function_names", "wrap"]
+__all__ = ["V1_CONTROL_FLOW_OPS", "VARIABLE_OPS", "as_placeholders", "check_names",
+           "check_ops", "check_pruned", "resolve_gradient_names", "select_weights", "with_unique_function_names", "wrap"]
 
 
-# Ops of TF1 control flow (tf.compat.v1 while_loop/cond without control flow
-# v2): their gradients need the control-flow contexts that an imported graph
-# no longer has.
-V1_CONTROL_FLOW_OPS = ("Enter", "RefEnter", "Exit", "RefExit", "Switch", "RefSwitch",
-                       "Merge", "RefMerge", "NextIteration", "RefNextIteration",
-                       "LoopCond")
+# Ops of TF1 while loops (tf.compat.v1.while_loop without control flow v2):
+# their gradients need the loop contexts that an imported graph no longer
+# has. A TF1 tf.cond alone (Switch/Merge) differentiates after import.
+V1_CONTROL_FLOW_OPS = tuple(sorted(V1_LOOP_OPS))
+
+_PLACEHOLDER_OPS = frozenset(("Placeholder", "PlaceholderV2"))
 
 _FLOAT_ENUMS = frozenset(t.as_datatype_enum for t in (
     tf.float16, tf.bfloat16, tf.float32, tf.float64))
@@ -96,11 +97,13 @@ def _all_nodes(graph_def):
 
 
 def check_ops(graph_def, source):
-    """Refuses unknown op types and v1 control flow."""
+    """Refuses unknown op types anywhere (the import needs every one) and TF1
+    while loops in the function library; `check_pruned` looks for loops in
+    the top-level nodes the outputs need."""
     library = {f.signature.name for f in graph_def.library.function}
     unknown, v1 = {}, []
     for where, node in _all_nodes(graph_def):
-        if node.op in V1_CONTROL_FLOW_OPS:
+        if node.op in V1_LOOP_OPS and where:
             v1.append("%s%s (%s)" % (where, node.name, node.op))
         elif node.op not in library and not _compat.is_op_type(node.op):
             unknown.setdefault(node.op, []).append(where + node.name)
@@ -112,14 +115,53 @@ def check_ops(graph_def, source):
             "with the TensorFlow build that has them." % (source, "; ".join(
                 "%s (node(s) %s)" % (op, node_list(names)) for op, names in unknown.items())))
     if v1:
+        raise _loop_error(source, v1)
+
+
+def _loop_error(source, nodes):
+    return ConversionError(
+        "%s: the outputs need a TF1 while loop (tf.compat.v1.while_loop built "
+        "without control flow v2): %s. TensorFlow cannot differentiate it once "
+        "imported (its gradient needs the loop contexts of the Python program "
+        "that built it; a TF1 tf.cond alone is fine). Re-export the model with "
+        "control flow v2 (tf.compat.v1.enable_control_flow_v2() before building, "
+        "giving While ops), or convert the part before the loop (outputs= a "
+        "tensor that feeds it)." % (source, node_list(nodes)))
+
+
+def check_pruned(graph_def, inputs, outputs, source):
+    """The names of the top-level nodes the `outputs` need once `inputs` are
+    fed (what the pruned function holds), after refusing what that function
+    could not run or differentiate: a Placeholder left unfed (a usage error:
+    add it to `inputs`), variables (the graph is not frozen) and TF1 while
+    loops."""
+    ops = {n.name: n.op for n in graph_def.node}
+    node_inputs = {n.name: n.input for n in graph_def.node}
+    used, unfed = set(), []
+    for output in outputs:
+        for name in _ancestors(node_inputs, [output], inputs, used):
+            if ops[name] in _PLACEHOLDER_OPS:
+                unfed.append((output, name))
+    if unfed:
+        raise _usage_error("%s: %s: add %s to inputs (CLI: --inputs), or choose "
+                           "outputs that do not need %s" % (source, "; ".join(
+                               "output %s depends on Placeholder %s" % pair
+                               for pair in unfed), ", ".join(
+                                   repr(n + ":0") for _, n in unfed),
+                               "them" if len(unfed) > 1 else "it"))
+    variables = sorted(n for n in used if ops[n] in VARIABLE_OPS)
+    if variables:
         raise ConversionError(
-            "%s: the graph uses TF1 control flow (tf.compat.v1.while_loop/cond "
-            "built without control flow v2): %s. TensorFlow cannot differentiate "
-            "it once imported (its gradients need the control-flow contexts of "
-            "the Python program that built it). Re-export the model with control "
-            "flow v2 (tf.compat.v1.enable_control_flow_v2() before building, "
-            "giving While/If ops), or freeze a graph without the loop." % (
-                source, node_list(v1)))
+            "%s: the graph is not frozen: the outputs read %d variable(s), %s, whose "
+            "values a GraphDef does not hold. Freeze it with its checkpoint first "
+            "(tf.compat.v1.graph_util.convert_variables_to_constants in the "
+            "Session that restored it, or the freeze_graph tool), then convert the "
+            "frozen file." % (source, len(variables), node_list(
+                ["%s (%s)" % (n, ops[n]) for n in variables])))
+    loops = [n.name for n in graph_def.node if n.name in used and n.op in V1_LOOP_OPS]
+    if loops:
+        raise _loop_error(source, ["%s (%s)" % (n, ops[n]) for n in loops])
+    return used
 
 
 def resolve_gradient_names(graph_def, source):
@@ -148,27 +190,27 @@ def resolve_gradient_names(graph_def, source):
                 glob, glob, glob))
 
 
-def _ancestors(graph_def, fetches, feeds):
-    """Names of the nodes `fetches` depend on, stopping at `feeds`."""
-    inputs = {n.name: n.input for n in graph_def.node}
+def _ancestors(inputs, fetches, feeds, seen):
+    """Names of the nodes `fetches` depend on, stopping at `feeds`, that are
+    not in `seen` (which is updated); `inputs` maps node names to inputs."""
     stop = {n.rpartition(":")[0] for n in feeds}
     todo = [n.rpartition(":")[0] for n in fetches]
-    seen = set()
+    new = []
     while todo:
         name = todo.pop()
         if name in seen or name in stop:
             continue
         seen.add(name)
+        new.append(name)
         todo.extend(ref.lstrip("^").split(":")[0] for ref in inputs.get(name, ()))
-    return seen
+    return new
 
 
-def select_weights(graph_def, trainable, feeds, fetches, source):
+def select_weights(graph_def, trainable, used, source):
     """[(node name, ndarray)] of the float Const nodes `trainable` selects
-    among those the outputs depend on."""
+    among `used`, the nodes the outputs depend on (`check_pruned`)."""
     if trainable is None or trainable is False:
         return []
-    used = _ancestors(graph_def, fetches, feeds)
     consts = [n for n in graph_def.node if n.op == "Const" and n.name in used
               and n.attr["dtype"].type in _FLOAT_ENUMS]
     if isinstance(trainable, bool) or not isinstance(trainable, (str, int)):
@@ -238,7 +280,9 @@ def with_unique_function_names(graph_def):
 
 
 def wrap(graph_def, feeds, fetches):
-    """The graph imported into a wrap_function, pruned to feeds -> fetches."""
+    """The graph imported into a wrap_function, pruned to feeds -> fetches:
+    (the ConcreteFunction, `tf.TensorSpec` s of the feeds, of the fetches),
+    the specs with the shapes and dtypes of the imported tensors."""
     graph_def = with_unique_function_names(graph_def)
 
     def _import():
@@ -246,5 +290,12 @@ def wrap(graph_def, feeds, fetches):
 
     wrapped = tf.compat.v1.wrap_function(_import, [])
     graph = wrapped.graph
-    return wrapped.prune(feeds=[graph.as_graph_element(n) for n in feeds],
-                         fetches=[graph.as_graph_element(n) for n in fetches])
+    feeds = [graph.as_graph_element(n) for n in feeds]
+    fetches = [graph.as_graph_element(n) for n in fetches]
+    return (wrapped.prune(feeds=feeds, fetches=fetches), _specs(feeds), _specs(fetches))
+
+
+def _specs(tensors):
+    return [tf.TensorSpec(t.shape, t.dtype,
+                          name=re.sub(r"[^A-Za-z0-9_.\-/]", "_", t.name.rpartition(":")[0]))
+            for t in tensors]

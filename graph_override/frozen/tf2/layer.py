@@ -55,7 +55,7 @@ class FrozenLayer(keras.layers.Layer):
         if not isinstance(function, FrozenFunction):
             raise TypeError("FrozenLayer needs a FrozenFunction (frozen.to_function(...)), "
                             "got %s" % type(function).__name__)
-        kwargs.setdefault("dtype", function.input_specs[0].dtype.name)
+        kwargs.setdefault("dtype", function.specs()[0][0].dtype.name)
         super().__init__(trainable=trainable, **kwargs)
         # Not an attribute Keras or tf tracking would follow: the function's
         # own variables are not the layer's weights.
@@ -82,7 +82,7 @@ class FrozenLayer(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         del input_shape
-        shapes = [tuple(s.shape.as_list()) for s in self._frozen.output_specs]
+        shapes = [tuple(s.shape.as_list()) for s in self._frozen.specs()[1]]
         return shapes[0] if len(shapes) == 1 else shapes
 
     def export_function(self):

@@ -6,14 +6,21 @@ that loads it resolves them in its own gradient registry: names such as
 happens to exist, be silently wrong) without graph_override. So the saved
 graph is the `make_portable` form of the patched graph: every node carrying
 a built-in estimator name is rewritten into its stop_gradient subgraph,
-whose gradient plain TensorFlow computes; the forward values stay bitwise
-the same. Gradient names that are TensorFlow op types (an override map to
-"Identity") resolve anywhere and are kept. Everything else is refused:
+whose gradient plain TensorFlow computes; the rewritten nodes compute the
+same values, and the outputs are equal to float rounding (grappler may fuse
+the changed graph's ops differently). Gradient names that are TensorFlow op
+types (an override map to "Identity") resolve anywhere and are kept, and the
+SavedModel is written without traced gradient functions
+(``experimental_custom_gradients=False``), so that the loading process
+resolves them node by node: TensorFlow would otherwise keep one gradient
+function per name, traced for the first node's shapes, and fail on nodes of
+other shapes. Everything else is refused:
 clip_gradient (its gradient is not linear in dy, so no stop_gradient form
 exists) and names registered in this process only.
 
 The directory is written atomically: into a temporary sibling folder, loaded
-back and checked, then renamed into place; an existing SavedModel is
+back and checked (its gradient is built, as plain TensorFlow would), then
+renamed into place; an existing SavedModel is
 replaced only with ``overwrite=True``, by renaming it aside first and
 deleting it only once the new one is in place.
 """
@@ -32,7 +39,7 @@ from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes
 from graph_override.frozen.patching.rules import Rule
 from graph_override.frozen.tf2 import graph as function_graph
 
-__all__ = ["SIGNATURE_KEY", "check_target", "portable_graph_def", "save"]
+__all__ = ["SIGNATURE_KEY", "check_target", "output_keys", "portable_graph_def", "save"]
 
 SIGNATURE_KEY = "serving_default"
 
@@ -60,7 +67,10 @@ def portable_graph_def(graph_def, source="<GraphDef>"):
         registered in this process only), naming its nodes.
     """
     rules, refused = [], []
-    for name, nodes in nodes_by_gradient(graph_def).items():
+    by_name = {name: list(nodes) for name, nodes in nodes_by_gradient(graph_def).items()}
+    for name, nodes in _library_names(graph_def).items():  # FUNCTION/NODE
+        by_name.setdefault(name, []).extend(nodes)
+    for name, nodes in by_name.items():
         parsed = registry.parse_builtin_name(name)
         if parsed is not None:
             rules.append((Rule(gradient_op_type=_glob_escape(name), estimator=parsed[0],
@@ -68,10 +78,6 @@ def portable_graph_def(graph_def, source="<GraphDef>"):
         elif not _compat.is_op_type(name):
             refused.append("%r at node(s) %s is registered in this process only"
                            % (name, node_list(nodes)))
-    for name, nodes in _library_names(graph_def).items():
-        if not _compat.is_op_type(name):
-            refused.append("%r at function node(s) %s cannot be rewritten inside a "
-                           "function library" % (name, node_list(nodes)))
     if refused:
         raise ConversionError(
             "%s: cannot save a SavedModel whose gradients work without "
@@ -103,15 +109,23 @@ class _Serving(tf.Module):
     def __init__(self, frozen_fn, graph_def):
         super().__init__(name=frozen_fn.name)
         self.weights = list(frozen_fn.weights)
-        weights = list(zip(frozen_fn.weight_names, [w.numpy() for w in frozen_fn.weights]))
-        concrete = function_graph.wrap(
-            function_graph.as_placeholders(graph_def, weights),
-            frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
-            frozen_fn.outputs)
-        keys = _output_keys(frozen_fn.outputs)
+        if graph_def is frozen_fn.graph_def:  # nothing to rewrite: the live function
+            concrete = frozen_fn._function  # pylint: disable=protected-access
+            input_specs = frozen_fn.specs()[0]
+        else:
+            weights = list(zip(frozen_fn.weight_names,
+                               [w.numpy() for w in frozen_fn.weights]))
+            concrete, specs, output_specs = function_graph.wrap(
+                function_graph.as_placeholders(graph_def, weights),
+                frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
+                frozen_fn.outputs)
+            input_specs = specs[:len(frozen_fn.inputs)]
+            if frozen_fn.input_specs is None:  # not built (convert): the same specs
+                frozen_fn.input_specs, frozen_fn.output_specs = input_specs, output_specs
+        keys = output_keys(frozen_fn.outputs)
         variables = self.weights
 
-        @tf.function(input_signature=frozen_fn.input_specs)
+        @tf.function(input_signature=input_specs)
         def serve(*inputs):
             result = concrete(*inputs, *[tf.convert_to_tensor(v) for v in variables])
             return dict(zip(keys, result))
@@ -119,15 +133,10 @@ class _Serving(tf.Module):
         self.serve = serve
 
 
-def _output_keys(outputs):
-    keys = []
-    for name in outputs:
-        base, _, index = name.rpartition(":")
-        key = re.sub(r"[^A-Za-z0-9_]", "_", base) + ("" if index == "0" else "_" + index)
-        while key in keys:
-            key += "_"
-        keys.append(key)
-    return keys
+def output_keys(outputs):
+    """The signature's output keys: the node name for a node's first output,
+    the tensor name ("node:1") for the others (`outputs` are distinct)."""
+    return [name[:-2] if name.endswith(":0") else name for name in outputs]
 
 
 def check_target(path, overwrite):
@@ -155,23 +164,61 @@ def _umask():
     return mask
 
 
-def _verify(folder, module, frozen_fn):
+def _verify(folder, module, source, path, differentiate):
+    """Loads the SavedModel written in `folder` and, if `differentiate`,
+    builds (without running) the gradient of its signature's float outputs
+    into its float inputs and weights, as a process without graph_override
+    would.
+
+    Only a graph that keeps gradient names (TensorFlow's own, such as
+    Identity) needs it: they are what a loading process resolves, and what
+    TensorFlow's default way of saving broke. Every other node differentiates
+    with its op type's own gradient, as in TensorFlow's own SavedModels; and
+    building the gradient costs more than writing the model.
+    """
     loaded = tf.saved_model.load(folder)
     if SIGNATURE_KEY not in loaded.signatures:
         raise ConversionError("%s: the written SavedModel has no %r signature; "
-                              "nothing was replaced" % (folder, SIGNATURE_KEY))
+                              "nothing was written" % (path, SIGNATURE_KEY))
     if len(loaded.weights) != len(module.weights):
         raise ConversionError("%s: the written SavedModel holds %d weights, "
-                              "expected %d; nothing was replaced" % (
-                                  folder, len(loaded.weights), len(module.weights)))
-    del frozen_fn
+                              "expected %d; nothing was written" % (
+                                  path, len(loaded.weights), len(module.weights)))
+    if not differentiate:
+        return
+    signature = loaded.signatures[SIGNATURE_KEY]
+    specs = signature.structured_input_signature[1]
+    names = sorted(specs)
+    weights = list(loaded.weights)
+
+    def differentiate(*inputs):
+        with tf.GradientTape() as tape:
+            tape.watch([x for x in inputs if x.dtype.is_floating])
+            outputs = signature(**dict(zip(names, inputs)))
+            sums = [tf.reduce_sum(y) for y in outputs.values() if y.dtype.is_floating]
+        sources = [x for x in inputs if x.dtype.is_floating] + weights
+        return tape.gradient(sums, sources) if sums and sources else []
+
+    try:
+        tf.function(differentiate).get_concrete_function(*[specs[n] for n in names])
+    except Exception as e:  # pylint: disable=broad-except
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        raise ConversionError(
+            "%s: the SavedModel written from %s does not differentiate in plain "
+            "TensorFlow (%s: %s); nothing was written. Please report it with the "
+            "model's `graph-override inspect` output." % (
+                path, source, type(e).__name__, lines[-1] if lines else "")
+        ) from e
 
 
 def save(frozen_fn, path, *, overwrite=False):
     """Writes `frozen_fn` as a SavedModel at `path` (a directory).
 
     The SavedModel has a ``serving_default`` signature (inputs named after
-    their nodes, outputs in a dict keyed by node names) and a ``serve``
+    their nodes, with characters other than letters, digits, ``_.-/``
+    replaced by ``_``; outputs in a dict keyed by `output_keys`: the node
+    name, ``policy/output`` for ``policy/output:0``, or the tensor name for
+    a later output, ``split:1``) and a ``serve``
     function whose gradients, into the inputs and into the variables (the
     fine-tuned weights), work in plain TensorFlow.
 
@@ -190,9 +237,16 @@ def save(frozen_fn, path, *, overwrite=False):
     parent, base = os.path.split(path)
     tmp = tempfile.mkdtemp(dir=parent, prefix="." + base + ".", suffix=".tmp")
     try:
+        # Without experimental_custom_gradients the SavedModel keeps the
+        # gradient names (TensorFlow's own op types, after the portable
+        # rewrite) and the loading process resolves them per node; with it,
+        # TensorFlow would store ONE gradient function per name, traced for
+        # the shapes of the first node, and nodes of other shapes would fail.
         tf.saved_model.save(module, tmp, signatures={
-            SIGNATURE_KEY: module.serve.get_concrete_function()})
-        _verify(tmp, module, frozen_fn)
+            SIGNATURE_KEY: module.serve.get_concrete_function()},
+            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+        _verify(tmp, module, frozen_fn.source, path,
+                differentiate=bool(nodes_by_gradient(graph_def) or _library_names(graph_def)))
         check_target(path, overwrite)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700
         if os.path.lexists(path):
