@@ -21,8 +21,8 @@ import stat
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
-from graph_override._atomic import atomic_write
-from graph_override.errors import GraphDefError
+from graph_override._atomic import atomic_write, file_kind, refuse_special
+from graph_override.errors import GraphDefError, SpecialFileError
 from graph_override.frozen.graphdef import formats
 from graph_override.frozen.graphdef.checks import check_bytes, validate
 from graph_override.frozen.graphdef.formats import looks_like_text
@@ -137,12 +137,9 @@ def read_regular_file(path):
     with os.fdopen(fd, "rb", buffering=0) as f:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = ("a directory" if stat.S_ISDIR(mode) else "a named pipe (FIFO)"
-                    if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode)
-                    or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-                    else "not a regular file")
             raise GraphDefError("%s: is %s, not a regular file; expected a GraphDef "
-                                "file (.pb or .pbtxt). Nothing was read." % (path, kind))
+                                "file (.pb or .pbtxt). Nothing was read."
+                                % (path, file_kind(mode)))
         limit = MAX_BYTES + 1
         try:
             chunks = [f.read(min(os.fstat(fd).st_size, MAX_BYTES) + 1)]
@@ -219,8 +216,11 @@ def check_output_path(path, *, source=None, overwrite=False):
       graph_override.errors.GraphDefError: ...fixed.pb: the folder ... does not exist; create it first
 
     Raises:
-      GraphDefError: `path` is a directory, its folder is missing, it is
-        `source` or exists, and `overwrite` is not given.
+      GraphDefError: `path` is a directory, a device, a named pipe, a socket
+        or a symbolic link (refused even with `overwrite`: replacing
+        /dev/null or a link to a terminal with a plain file is never what
+        was meant), its folder is missing, it is `source` or exists, and
+        `overwrite` is not given.
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -230,6 +230,10 @@ def check_output_path(path, *, source=None, overwrite=False):
     if not os.path.isdir(folder):
         raise GraphDefError("%s: the folder %s does not exist; create it first"
                             % (path, folder))
+    try:
+        refuse_special(path)
+    except SpecialFileError as e:
+        raise GraphDefError(str(e)) from None
     if source is not None and not overwrite and _same_file(source, path):
         raise GraphDefError("%s: is the input file; write to another path, or "
                             "pass overwrite=True (CLI: --force) to replace "
