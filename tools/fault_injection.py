@@ -12,11 +12,16 @@ subprocess, in a fresh temporary folder, and then checks three things:
                unreadable input (a hang counts as a wrong exit code)
 
 The faults: kill -9 at several points of `graph-override patch`, of
-`graph-override migrate --write` and of training with checkpoints (then
-resuming must work); two concurrent `patch` writers to one new output; full
-(RLIMIT_FSIZE, SIGXFSZ ignored) and read-only output folders; damaged
-checkpoints (.index or .data truncated, empty, deleted); unreadable inputs
-(/dev/zero, a directory, an empty file).
+`graph-override migrate --write`, of `graph-override convert` (also
+replacing a SavedModel with --force) and of training with checkpoints (then
+resuming must work); two concurrent `patch` or `convert` writers to one new
+output; full (RLIMIT_FSIZE, SIGXFSZ ignored) and read-only output folders;
+damaged checkpoints (.index or .data truncated, empty, deleted); unreadable
+inputs (/dev/zero, a directory, an empty file); special files as OUT under
+--force (a named pipe, a symlink to /proc/self/fd/1, /dev/null); a file
+system without hard links (also killed at the final step); hostile graphs
+(terminal escape sequences in names, a Const that claims 4 TiB, an op
+TensorFlow does not know inside a loop body).
 
     python tools/fault_injection.py            # every case, a few minutes
     python tools/fault_injection.py --quick    # a subset
@@ -27,9 +32,10 @@ codes`; exits 1 if any of L, T, W is above 0.
 
 This file is the driver (the list of cases, running them, the report); the
 cases are in fault_injection_kills.py (kill -9), fault_injection_writes.py
-(full and read-only folders, concurrent writers, an existing output) and
-fault_injection_inputs.py (unreadable inputs, damaged checkpoints), and what
-they share in fault_injection_common.py.
+(full and read-only folders, concurrent writers, an existing output),
+fault_injection_inputs.py (unreadable inputs, damaged checkpoints) and
+fault_injection_hostile.py (convert, special files, no hard links, hostile
+graphs), and what they share in fault_injection_common.py.
 """
 
 import argparse
@@ -45,6 +51,9 @@ if _HERE not in sys.path:  # the case modules beside this file
 # Re-exported: the tests and other scripts use them through this module.
 from fault_injection_common import (Case, Check, Outcome, Run, Shared,  # noqa: E402,F401
                                     damage, has_traceback, read_only, run, snapshot)
+from fault_injection_hostile import (command_hostile, convert_concurrent,  # noqa: E402
+                                     convert_full, convert_killed, patch_no_links,
+                                     patch_special_output)
 from fault_injection_inputs import command_unreadable, train_damaged  # noqa: E402
 from fault_injection_kills import migrate_killed, patch_killed, train_killed  # noqa: E402
 from fault_injection_writes import (migrate_full, migrate_read_only,  # noqa: E402
@@ -97,6 +106,24 @@ def cases():
                 command_unreadable, command, kind, {2})
     add("migrate-input-empty-module", False, command_unreadable, "migrate",
         "empty module", {0})
+    for when, existing in (("temporary folder", False), ("temporary folder", True),
+                           ("late", True)):
+        add("convert-%skill9-%s" % ("force-" if existing else "", when.replace(" ", "-")),
+            (when, existing) == ("late", True), convert_killed, when, existing)
+    add("convert-full-folder", False, convert_full)
+    add("convert-concurrent-writers", False, convert_concurrent)
+    for kind in ("fifo", "symlink to stdout", "/dev/null"):
+        add("patch-force-output-%s" % kind.strip("/").replace("/", "-").replace(" ", "-"),
+            kind == "fifo", patch_special_output, kind)
+    for when in (None, "output", "late"):
+        add("patch-no-hard-links%s" % ("-kill9-" + when if when else ""), when is None,
+            patch_no_links, when)
+    for command, kind, expected in (("inspect", "escape sequences", {1}),
+                                    ("patch", "escape sequences", {0}),
+                                    ("convert", "const of 4 TiB", {2}),
+                                    ("patch", "unknown op in a loop body", {0})):
+        add("%s-hostile-%s" % (command, kind.replace(" ", "-")), kind == "escape sequences"
+            and command == "inspect", command_hostile, command, kind, expected)
     return found
 
 
