@@ -149,3 +149,29 @@ def test_quick_training_faults_lose_nothing_and_exit_clearly(tmp_path):
     rows = {l.split()[0]: l.split()[1:6] for l in lines[1:-1]}
     assert rows["train-damaged-data-truncated"] == ["2", "2", "0", "0", "0"]
     assert os.listdir(str(tmp_path)) == []  # its temporary folders are gone
+
+
+def test_the_faults_of_issue_19_are_cases(faults):
+    names = {c.name for c in faults.cases()}
+    assert {"convert-kill9-temporary-folder", "convert-force-kill9-late",
+            "convert-full-folder", "convert-concurrent-writers",
+            "patch-force-output-fifo", "patch-force-output-symlink-to-stdout",
+            "patch-force-output-dev-null", "patch-no-hard-links",
+            "patch-no-hard-links-kill9-output", "inspect-hostile-escape-sequences",
+            "patch-hostile-escape-sequences", "convert-hostile-const-of-4-TiB",
+            "patch-hostile-unknown-op-in-a-loop-body"} <= names
+
+
+def test_raw_control_characters_count_as_wrong(faults, tmp_path, monkeypatch):
+    hostile = sys.modules["fault_injection_hostile"]  # imported by the driver
+    monkeypatch.setattr(hostile, "run", lambda argv, cwd, **kw: faults.Run(
+        1, "name grad\x1b[2J\n", "", False, False))
+    check = faults.Check("k")
+    hostile.command_hostile(check, str(tmp_path), None, "inspect", "const of 4 TiB", {1})
+    o = check.outcome()
+    assert o.wrong_exits == 1 and "printed raw control characters" in " ".join(o.notes)
+    check = faults.Check("k")
+    monkeypatch.setattr(hostile, "run", lambda argv, cwd, **kw: faults.Run(
+        1, "name grad\\x1b[2J\n", "", False, False))
+    hostile.command_hostile(check, str(tmp_path), None, "inspect", "const of 4 TiB", {1})
+    assert check.outcome().wrong_exits == 0
