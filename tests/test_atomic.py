@@ -4,14 +4,13 @@ import errno
 import os
 import re
 import stat
-import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
+from killed_writers import kill_when_ready
 from graph_override import _atomic
 from graph_override._atomic import atomic_write
 
@@ -155,16 +154,7 @@ atomic.atomic_write(sys.argv[2], b"x" * 1000000, verify=stall, exclusive=True)
 
 def test_a_writer_killed_mid_write_leaves_no_target_and_no_lasting_temporary(tmp_path):
     target, ready = tmp_path / "out.bin", tmp_path / "ready"
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER,
-                             _atomic.__file__, str(target), str(ready)])
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), "the writer did not reach its final step"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_when_ready(_KILLED_WRITER, ready, _atomic.__file__, target, ready)
     assert not target.exists()
     assert len(_leftovers(tmp_path)) == 1  # what SIGKILL leaves: a hidden temporary
     atomic_write(str(target), b"next run", exclusive=True)
@@ -314,16 +304,7 @@ atomic.atomic_write(sys.argv[2], b"x" * 1000000, exclusive=True)
 def test_without_hard_links_a_kill_at_the_final_step_leaves_no_empty_target(tmp_path):
     target, ready = tmp_path / "out.bin", tmp_path / "ready"
     root = os.path.dirname(os.path.dirname(os.path.abspath(_atomic.__file__)))
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_AT_THE_FINAL_STEP,
-                             "-", str(target), str(ready), root])
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), "the writer did not reach its final step"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_when_ready(_KILLED_AT_THE_FINAL_STEP, ready, "-", target, ready, root)
     assert not os.path.lexists(target)  # before: a 0-byte out.bin, refused ever after
     atomic_write(str(target), b"next run", exclusive=True)
     assert target.read_bytes() == b"next run"

@@ -2,13 +2,12 @@
 cleaned up or restored by the next run."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
+from killed_writers import kill_when_ready
 from graph_override import _atomic, _atomic_dir
 
 
@@ -114,17 +113,7 @@ def test_a_kill_between_the_two_renames_is_repaired_by_the_next_run(tmp_path):
     target, ready = str(tmp_path / "saved"), tmp_path / "ready"
     _dir(target, "old")
     root = os.path.dirname(os.path.dirname(os.path.abspath(_atomic.__file__)))
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_BETWEEN_RENAMES, root, target,
-                             str(ready)])
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), "the writer did not reach its second rename"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    ready.unlink()
+    kill_when_ready(_KILLED_BETWEEN_RENAMES, ready, root, target, ready)
     assert not os.path.exists(target)  # the moment the exchange never shows
     assert len(_atomic_dir.recover(target)) == 1
     assert _content(target) == "old" and os.listdir(tmp_path) == ["saved"]

@@ -10,10 +10,9 @@ import re
 import shutil
 import stat
 import sys
-import threading
 
 from fault_injection_common import (CLI, MEMORY, PATCH_ARGS, after_seconds, file_appeared,
-                                    run, same_graph, snapshot)
+                                    run, run_together, same_graph, snapshot)
 
 CONVERT_ARGS = ["convert", "model.pb", "-o", "saved", "--inputs", "x", "--outputs",
                 "logits", "--map", "Sign=ste_sign", "--trainable", "kernel"]
@@ -85,13 +84,7 @@ def convert_full(check, folder, shared):
 def convert_concurrent(check, folder, shared):
     model, _, _ = shared.model()
     shutil.copy(model, folder)
-    results = [None, None]
-    threads = [threading.Thread(target=lambda i=i: results.__setitem__(
-        i, run(CLI + CONVERT_ARGS, folder))) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = run_together(CLI + CONVERT_ARGS, folder)
     for r in results:
         check.result(r)
     codes = sorted(r.returncode for r in results)
