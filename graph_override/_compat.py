@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - older releases
     from tensorflow.python.eager import tape as _record
 
 __all__ = [
+    "all_op_types",
     "function_def_to_graph",
     "gradient_registry_entries",
     "gradient_registry_location",
@@ -88,14 +89,15 @@ def is_op_type(op_type):
 
 
 @functools.lru_cache(maxsize=1)
-def _all_op_types():
+def all_op_types():
+    """Every op type registered with TensorFlow, sorted."""
     names = {n for n in dir(tf.raw_ops) if n[:1].isupper()}
     return sorted(names)
 
 
 def op_type_suggestions(op_type, limit=3):
     """Registered op types that look like `op_type`, best first."""
-    names = _all_op_types()
+    names = all_op_types()
     folded = [n for n in names if n.lower() == str(op_type).lower()]
     close = difflib.get_close_matches(str(op_type), names, n=limit, cutoff=0.6)
     out = []

@@ -13,19 +13,9 @@ import TensorFlow) both read through it.
 import os
 import stat
 
+from graph_override._atomic import file_kind
+
 __all__ = ["read_regular_file"]
-
-
-def _kind(mode):
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
 
 
 def read_regular_file(path, max_bytes, *, error, expected, too_large):
@@ -65,7 +55,7 @@ def read_regular_file(path, max_bytes, *, error, expected, too_large):
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise error("%s: is %s, not a regular file; expected %s. Nothing was "
-                        "read." % (path, _kind(mode), expected))
+                        "read." % (path, file_kind(mode), expected))
         limit = max_bytes + 1
         try:
             chunks = [f.read(min(os.fstat(fd).st_size, max_bytes) + 1)]

@@ -20,6 +20,8 @@ import os
 import pkgutil
 import sys
 
+from graph_override._terminal import EscapingStream
+
 __all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE",
            "WITHOUT_TENSORFLOW", "import_tensorflow_quietly", "main", "version"]
 
@@ -192,6 +194,10 @@ def main(argv=None):
             print(message, file=sys.stderr)
             return EXIT_USAGE
     from graph_override.errors import GraphDefError, GraphOverrideError  # pylint: disable=import-outside-toplevel
+    # Names from a graph may hold terminal escape sequences: everything the
+    # command prints, reports, warnings and errors alike, goes out escaped.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
     try:
         return args._run(args)  # pylint: disable=protected-access
     except (GraphDefError, OSError) as e:
@@ -200,6 +206,8 @@ def main(argv=None):
     except GraphOverrideError as e:
         print("graph-override %s: error: %s" % (args.command, e), file=sys.stderr)
         return EXIT_FINDING
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ __all__ = [
     "RuleError",
     "SerializationError",
     "SourceError",
+    "SpecialFileError",
     "TrainingOutputError",
     "UnknownEstimatorError",
     "UnknownFamilyError",
@@ -124,6 +125,12 @@ class ConversionError(GraphOverrideError, ValueError):
 class CheckpointDamagedError(CheckpointMismatchError):
     """A checkpoint's .index or .data file is missing, truncated, empty or
     corrupt, so it cannot be restored (graph_override.training)."""
+
+
+class SpecialFileError(GraphOverrideError, OSError):
+    """An output path is a device, a named pipe, a socket or a symbolic
+    link: writing would replace it with a plain file, so it is refused, also
+    with overwrite (CLI: --force)."""
 
 
 class TrainingOutputError(GraphOverrideError, OSError):

@@ -2,14 +2,15 @@
 
 import errno
 import os
-import signal
+import re
+import stat
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
+from killed_writers import kill_when_ready
 from graph_override import _atomic
 from graph_override._atomic import atomic_write
 
@@ -153,16 +154,7 @@ atomic.atomic_write(sys.argv[2], b"x" * 1000000, verify=stall, exclusive=True)
 
 def test_a_writer_killed_mid_write_leaves_no_target_and_no_lasting_temporary(tmp_path):
     target, ready = tmp_path / "out.bin", tmp_path / "ready"
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER,
-                             _atomic.__file__, str(target), str(ready)])
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), "the writer did not reach its final step"
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_when_ready(_KILLED_WRITER, ready, _atomic.__file__, target, ready)
     assert not target.exists()
     assert len(_leftovers(tmp_path)) == 1  # what SIGKILL leaves: a hidden temporary
     atomic_write(str(target), b"next run", exclusive=True)
@@ -177,3 +169,143 @@ def test_temporaries_of_running_writers_are_kept(tmp_path):
     other.write_bytes(b"not ours")
     atomic_write(str(tmp_path / "out.bin"), b"data")
     assert mine.exists() and other.exists()
+
+
+# ---------------------------------------------------------------- special targets
+
+@pytest.mark.parametrize("make, kind", [
+    (lambda p: os.mkfifo(p), "a named pipe (FIFO)"),
+    (lambda p: os.symlink("/proc/self/fd/1", p), "a symbolic link to /proc/self/fd/1"),
+    (lambda p: os.symlink("elsewhere.bin", p), "a symbolic link to elsewhere.bin"),
+])
+def test_a_special_target_is_refused_and_kept(tmp_path, make, kind):
+    target = tmp_path / "out.bin"
+    make(str(target))
+    before = os.lstat(target)
+    with pytest.raises(_atomic.SpecialFileError, match="out.bin: is %s" % re.escape(kind)):
+        atomic_write(str(target), b"data")
+    after = os.lstat(target)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    assert sorted(os.listdir(tmp_path)) == ["out.bin"]
+
+
+def test_dev_null_is_refused_and_stays_a_device():
+    with pytest.raises(_atomic.SpecialFileError,
+                       match="/dev/null: is a character device, not a regular file"):
+        atomic_write("/dev/null", b"data")
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
+
+
+def test_a_regular_file_is_still_replaced(tmp_path):
+    (tmp_path / "out.bin").write_bytes(b"old")
+    atomic_write(str(tmp_path / "out.bin"), b"new")
+    assert (tmp_path / "out.bin").read_bytes() == b"new"
+
+
+# ---------------------------------------------------------------- long names
+
+@pytest.mark.parametrize("length", [1, 200, 235, 240, 254, 255])
+def test_every_legal_name_length_is_written(tmp_path, length):
+    name = "n" * length
+    atomic_write(str(tmp_path / name), b"data", exclusive=True)
+    atomic_write(str(tmp_path / name), b"again")
+    assert (tmp_path / name).read_bytes() == b"again"
+    assert sorted(os.listdir(tmp_path)) == [name]
+
+
+def test_temporaries_of_long_names_are_unique_and_removed_when_stale(tmp_path):
+    name = "é" * 127  # 254 bytes
+    prefix = _atomic.temp_prefix(str(tmp_path / name))
+    assert len(os.fsencode(prefix)) + 8 + len(".tmp") <= 255
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = prefix.replace(".%d." % os.getpid(), ".%s." % dead) + "abcdefgh.tmp"
+    (tmp_path / stale).write_bytes(b"half")
+    atomic_write(str(tmp_path / name), b"data")
+    assert sorted(os.listdir(tmp_path)) == [name]
+
+
+def test_an_error_names_the_target_not_the_temporary(tmp_path, monkeypatch):
+    def refused(dir, prefix, suffix):  # what mkstemp raises in a read-only folder
+        raise PermissionError(errno.EACCES, "Permission denied",
+                              os.path.join(dir, prefix + "abcdefgh" + suffix))
+
+    monkeypatch.setattr(_atomic.tempfile, "mkstemp", refused)
+    with pytest.raises(PermissionError) as info:
+        atomic_write(str(tmp_path / "out.bin"), b"data")
+    assert info.value.filename == str(tmp_path / "out.bin")
+    assert ".tmp" not in str(info.value) and "nothing was written" in str(info.value)
+
+
+def test_a_full_disk_names_the_target(tmp_path, monkeypatch):
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as info:
+        atomic_write(str(tmp_path / "out.bin"), b"data")
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / "out.bin")
+    assert os.listdir(tmp_path) == []
+
+
+# ---------------------------------------------------------------- no hard links
+
+def _no_links(src, dst):
+    raise OSError(errno.EPERM, "Operation not permitted")
+
+
+def test_without_hard_links_the_exclusive_write_never_shows_an_empty_target(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "link", _no_links)
+    seen = []
+    real_replace = os.replace
+
+    def look(src, dst):  # the last-resort path's final step, if it is taken
+        seen.append(os.path.getsize(dst) if os.path.exists(dst) else None)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", look)
+    atomic_write(str(tmp_path / "out.bin"), b"first", exclusive=True)
+    assert seen == [] and (tmp_path / "out.bin").read_bytes() == b"first"
+
+
+def test_without_renameat2_and_hard_links_the_claim_still_refuses(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "link", _no_links)
+    monkeypatch.setattr(_atomic, "_renameat2", None)
+    atomic_write(str(tmp_path / "out.bin"), b"first", exclusive=True)
+    with pytest.raises(FileExistsError):
+        atomic_write(str(tmp_path / "out.bin"), b"second", exclusive=True)
+    assert (tmp_path / "out.bin").read_bytes() == b"first"
+
+
+_KILLED_AT_THE_FINAL_STEP = r"""
+import errno, os, sys, time
+sys.path.insert(0, sys.argv[4])
+from graph_override import _atomic as atomic
+
+def no_links(src, dst):
+    raise OSError(errno.EPERM, "Operation not permitted")
+
+def stall(*args):
+    with open(sys.argv[3], "w") as f:
+        f.write("ready")
+    time.sleep(600)
+
+os.link = no_links
+real_replace = os.replace
+os.replace = lambda *a: (stall(), real_replace(*a))
+real_rename = getattr(atomic, "rename_noreplace", None)
+if real_rename is not None:
+    atomic.rename_noreplace = lambda *a: (stall(), real_rename(*a))[1]
+atomic.atomic_write(sys.argv[2], b"x" * 1000000, exclusive=True)
+"""
+
+
+def test_without_hard_links_a_kill_at_the_final_step_leaves_no_empty_target(tmp_path):
+    target, ready = tmp_path / "out.bin", tmp_path / "ready"
+    root = os.path.dirname(os.path.dirname(os.path.abspath(_atomic.__file__)))
+    kill_when_ready(_KILLED_AT_THE_FINAL_STEP, ready, "-", target, ready, root)
+    assert not os.path.lexists(target)  # before: a 0-byte out.bin, refused ever after
+    atomic_write(str(target), b"next run", exclusive=True)
+    assert target.read_bytes() == b"next run"
+    assert _leftovers(tmp_path) == []

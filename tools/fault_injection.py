@@ -12,15 +12,20 @@ subprocess, in a fresh temporary folder, and then checks three things:
                unreadable input (a hang counts as a wrong exit code)
 
 The faults: kill -9 at several points of `graph-override patch`, of
-`graph-override migrate --write` and of training with checkpoints (then
-resuming must work); two concurrent `patch` writers to one new output; full
-(RLIMIT_FSIZE, SIGXFSZ ignored) and read-only output folders; damaged
-checkpoints (.index or .data truncated, empty, deleted); unreadable inputs
-(/dev/zero, a directory, an empty file); hostile Python for migrate (nesting
-10,000 deep, a FIFO or a symlink to /dev/zero named *.py, a file over the
-size limit, valid code that is merely deep, migrate_paths given one str);
-Keras files naming a function the user did not allow (it must not run); node
-names colliding in the C reader's hash table.
+`graph-override migrate --write`, of `graph-override convert` (also
+replacing a SavedModel with --force) and of training with checkpoints (then
+resuming must work); two concurrent `patch` or `convert` writers to one new
+output; full (RLIMIT_FSIZE, SIGXFSZ ignored) and read-only output folders;
+damaged checkpoints (.index or .data truncated, empty, deleted); unreadable
+inputs (/dev/zero, a directory, an empty file); special files as OUT under
+--force (a named pipe, a symlink to /proc/self/fd/1, /dev/null); a file
+system without hard links (also killed at the final step); hostile graphs
+(terminal escape sequences in names, a Const that claims 4 TiB, an op
+TensorFlow does not know inside a loop body); hostile Python for migrate
+(nesting 10,000 deep, a FIFO or a symlink to /dev/zero named *.py, a file
+over the size limit, valid code that is merely deep, migrate_paths given one
+str); Keras files naming a function the user did not allow (it must not
+run); node names colliding in the C reader's hash table.
 
     python tools/fault_injection.py            # every case, a few minutes
     python tools/fault_injection.py --quick    # a subset
@@ -31,9 +36,10 @@ codes`; exits 1 if any of L, T, W is above 0.
 
 This file is the driver (the list of cases, running them, the report); the
 cases are in fault_injection_kills.py (kill -9), fault_injection_writes.py
-(full and read-only folders, concurrent writers, an existing output) and
+(full and read-only folders, concurrent writers, an existing output),
 fault_injection_inputs.py (unreadable inputs, damaged checkpoints),
-fault_injection_sources.py (hostile Python for migrate),
+fault_injection_untrusted.py (convert, special files, no hard links, hostile
+graphs), fault_injection_sources.py (hostile Python for migrate),
 fault_injection_hostile.py (hostile Keras files, colliding names), and what
 they share in fault_injection_common.py.
 """
@@ -52,6 +58,9 @@ if _HERE not in sys.path:  # the case modules beside this file
 from fault_injection_common import (Case, Check, Outcome, Run, Shared,  # noqa: E402,F401
                                     damage, has_traceback, read_only, run, snapshot)
 from fault_injection_hostile import colliding_names, keras_hostile  # noqa: E402
+from fault_injection_untrusted import (command_hostile, convert_concurrent,  # noqa: E402
+                                       convert_full, convert_killed, patch_no_links,
+                                       patch_special_output)
 from fault_injection_inputs import command_unreadable, train_damaged  # noqa: E402
 from fault_injection_kills import migrate_killed, patch_killed, train_killed  # noqa: E402
 from fault_injection_sources import KINDS, migrate_hostile, migrate_paths_str  # noqa: E402
@@ -70,7 +79,7 @@ def cases():
         found.append(Case(name, quick, function, args))
 
     for group in (_patch_and_migrate_cases, _training_cases, _unreadable_input_cases,
-                  _hostile_input_cases):
+                  _untrusted_output_cases, _hostile_input_cases):
         group(add)
     return found
 
@@ -118,6 +127,27 @@ def _unreadable_input_cases(add):
                 command_unreadable, command, kind, {2})
     add("migrate-input-empty-module", False, command_unreadable, "migrate",
         "empty module", {0})
+
+
+def _untrusted_output_cases(add):
+    for when, existing in (("temporary folder", False), ("temporary folder", True),
+                           ("late", True)):
+        add("convert-%skill9-%s" % ("force-" if existing else "", when.replace(" ", "-")),
+            (when, existing) == ("late", True), convert_killed, when, existing)
+    add("convert-full-folder", False, convert_full)
+    add("convert-concurrent-writers", False, convert_concurrent)
+    for kind in ("fifo", "symlink to stdout", "/dev/null"):
+        add("patch-force-output-%s" % kind.strip("/").replace("/", "-").replace(" ", "-"),
+            kind == "fifo", patch_special_output, kind)
+    for when in (None, "output", "late"):
+        add("patch-no-hard-links%s" % ("-kill9-" + when if when else ""), when is None,
+            patch_no_links, when)
+    for command, kind, expected in (("inspect", "escape sequences", {1}),
+                                    ("patch", "escape sequences", {0}),
+                                    ("convert", "const of 4 TiB", {2}),
+                                    ("patch", "unknown op in a loop body", {0})):
+        add("%s-hostile-%s" % (command, kind.replace(" ", "-")), kind == "escape sequences"
+            and command == "inspect", command_hostile, command, kind, expected)
 
 
 def _hostile_input_cases(add):

@@ -94,6 +94,18 @@ def run(argv, cwd, *, fsize=None, memory=None, timeout=180.0, kill_when=None,
     return Run(proc.returncode, "".join(out), "".join(err), killed, timed_out)
 
 
+def run_together(argv, cwd, count=2):
+    """Runs `count` copies of `argv` in `cwd` at once; returns their `Run`s."""
+    results = [None] * count
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, run(argv, cwd)))
+               for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
 def has_traceback(result):
     """True when the run printed a Python traceback."""
     return TRACEBACK in result.stdout or TRACEBACK in result.stderr

@@ -6,23 +6,16 @@ file left."""
 
 import os
 import shutil
-import threading
 
 from fault_injection_common import (CLI, MIGRATE_ARGS, PATCH_ARGS, TRAIN, read_only,
-                                    resumes, run, same_graph, snapshot)
+                                    resumes, run, run_together, same_graph, snapshot)
 
 
 def patch_concurrent(check, folder, shared):
     model, patched, _ = shared.model()
     shutil.copy(model, folder)
     before = snapshot(folder)
-    results = [None, None]
-    threads = [threading.Thread(target=lambda i=i: results.__setitem__(
-        i, run(CLI + PATCH_ARGS, folder))) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results = run_together(CLI + PATCH_ARGS, folder)
     codes = sorted(r.returncode for r in results)
     for r in results:
         check.result(r)

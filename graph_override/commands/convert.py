@@ -62,7 +62,7 @@ def _trainable(text):
 
 
 def run(args):
-    from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    from graph_override import _atomic_dir, frozen  # pylint: disable=import-outside-toplevel
     from graph_override.errors import (ConversionError,  # pylint: disable=import-outside-toplevel
                                        UnknownOpTypeError)
     from graph_override.frozen.tf2 import save as function_save  # pylint: disable=import-outside-toplevel
@@ -71,6 +71,9 @@ def run(args):
     except (frozen.RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     out = os.path.abspath(args.output)
+    if os.path.isdir(os.path.dirname(out)):  # what a killed convert left
+        for note in _atomic_dir.recover(out):
+            print("graph-override convert: %s" % note, file=sys.stderr)
     try:
         # Fail on an unwritable DIR before doing the work.
         function_save.check_target(out, args.force)
@@ -86,7 +89,12 @@ def run(args):
         if getattr(e, "usage", False):
             return _usage(str(e))
         raise
-    fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
+    try:
+        fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
+    except ConversionError as e:
+        if getattr(e, "usage", False):  # DIR appeared meanwhile, a full disk
+            return _usage(str(e))
+        raise
     if fn.patch_report is not None:
         print("%s: %s" % (args.model, fn.patch_report.format()))
     specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.specs()[0])

@@ -526,7 +526,7 @@ def test_devices_and_pipes_are_refused_without_reading(tmp_path):
     out = subprocess.run([sys.executable, "-c", _READ_SPECIAL, "/dev/zero", fifo],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.splitlines() == [
-        "/dev/zero: is a device, not a regular file; expected a GraphDef file "
+        "/dev/zero: is a character device, not a regular file; expected a GraphDef file "
         "(.pb or .pbtxt). Nothing was read.",
         "%s: is a named pipe (FIFO), not a regular file; expected a GraphDef file "
         "(.pb or .pbtxt). Nothing was read." % fifo]

@@ -188,7 +188,8 @@ def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
         os.makedirs(os.path.join(path, "variables"))
         raise OSError("disk full")
     monkeypatch.setattr(tf.saved_model, "save", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(ConversionError, match=r"saved: the SavedModel could not be "
+                                              r"written \(OSError: disk full\)"):
         fn.save(str(tmp_path / "saved"))
     assert os.listdir(tmp_path) == []
 

@@ -205,3 +205,29 @@ def test_hostile_keras_files_and_colliding_names_are_covered(faults, tmp_path):
         proc.stdout + proc.stderr[-2000:])
     names = [c.name for c in faults.cases()]
     assert {"keras-hostile-process-state-h5", "keras-hostile-package-function-h5"} <= set(names)
+
+
+def test_the_untrusted_output_and_graph_faults_are_cases(faults):
+    names = {c.name for c in faults.cases()}
+    assert {"convert-kill9-temporary-folder", "convert-force-kill9-late",
+            "convert-full-folder", "convert-concurrent-writers",
+            "patch-force-output-fifo", "patch-force-output-symlink-to-stdout",
+            "patch-force-output-dev-null", "patch-no-hard-links",
+            "patch-no-hard-links-kill9-output", "inspect-hostile-escape-sequences",
+            "patch-hostile-escape-sequences", "convert-hostile-const-of-4-TiB",
+            "patch-hostile-unknown-op-in-a-loop-body"} <= names
+
+
+def test_raw_control_characters_count_as_wrong(faults, tmp_path, monkeypatch):
+    hostile = sys.modules["fault_injection_untrusted"]  # imported by the driver
+    monkeypatch.setattr(hostile, "run", lambda argv, cwd, **kw: faults.Run(
+        1, "name grad\x1b[2J\n", "", False, False))
+    check = faults.Check("k")
+    hostile.command_hostile(check, str(tmp_path), None, "inspect", "const of 4 TiB", {1})
+    o = check.outcome()
+    assert o.wrong_exits == 1 and "printed raw control characters" in " ".join(o.notes)
+    check = faults.Check("k")
+    monkeypatch.setattr(hostile, "run", lambda argv, cwd, **kw: faults.Run(
+        1, "name grad\\x1b[2J\n", "", False, False))
+    hostile.command_hostile(check, str(tmp_path), None, "inspect", "const of 4 TiB", {1})
+    assert check.outcome().wrong_exits == 0

@@ -21,8 +21,8 @@ from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
 from graph_override import _read
-from graph_override._atomic import atomic_write
-from graph_override.errors import GraphDefError
+from graph_override._atomic import atomic_write, refuse_special
+from graph_override.errors import GraphDefError, SpecialFileError
 from graph_override.frozen.graphdef import formats
 from graph_override.frozen.graphdef.checks import check_bytes, validate
 from graph_override.frozen.graphdef.formats import looks_like_text
@@ -196,8 +196,11 @@ def check_output_path(path, *, source=None, overwrite=False):
       graph_override.errors.GraphDefError: ...fixed.pb: the folder ... does not exist; create it first
 
     Raises:
-      GraphDefError: `path` is a directory, its folder is missing, it is
-        `source` or exists, and `overwrite` is not given.
+      GraphDefError: `path` is a directory, a device, a named pipe, a socket
+        or a symbolic link (refused even with `overwrite`: replacing
+        /dev/null or a link to a terminal with a plain file is never what
+        was meant), its folder is missing, it is `source` or exists, and
+        `overwrite` is not given.
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -207,6 +210,10 @@ def check_output_path(path, *, source=None, overwrite=False):
     if not os.path.isdir(folder):
         raise GraphDefError("%s: the folder %s does not exist; create it first"
                             % (path, folder))
+    try:
+        refuse_special(path)
+    except SpecialFileError as e:
+        raise GraphDefError(str(e)) from None
     if source is not None and not overwrite and _same_file(source, path):
         raise GraphDefError("%s: is the input file; write to another path, or "
                             "pass overwrite=True (CLI: --force) to replace "

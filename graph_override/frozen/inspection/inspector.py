@@ -11,40 +11,12 @@ from graph_override import _compat, registry
 from graph_override.frozen.graphdef import functions as library_mod
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, View, gradient_attr
 from graph_override.frozen.inspection.report import V1_LOOP_HELP, InspectReport
+from graph_override.frozen.inspection.risky import RISKY_OPS
 from graph_override.errors import GraphDefError
 
 __all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "VARIABLE_OPS", "ZERO_GRADIENT_OPS",
            "gradient_failures", "inspect", "v1_loops"]
 
-# Op types worth a look before running an untrusted graph, with why.
-RISKY_OPS = {
-    **dict.fromkeys(("ReadFile", "MatchingFiles", "ImmutableConst"),
-                    "reads files"),
-    **dict.fromkeys(("WriteFile", "Save", "SaveV2", "SaveSlices",
-                     "MergeV2Checkpoints", "DeleteFile"), "writes files"),
-    **dict.fromkeys(("Restore", "RestoreV2", "RestoreSlice"),
-                    "reads checkpoint files"),
-    **dict.fromkeys(("PyFunc", "PyFuncStateless", "EagerPyFunc"),
-                    "runs Python code of the process that made the graph"),
-    **dict.fromkeys(("TFRecordReader", "TFRecordReaderV2", "TextLineReader",
-                     "TextLineReaderV2", "WholeFileReader", "WholeFileReaderV2",
-                     "FixedLengthRecordReader", "FixedLengthRecordReaderV2",
-                     "TFRecordDataset", "TFRecordDatasetV2", "TextLineDataset",
-                     "FixedLengthRecordDataset", "CSVDataset", "CSVDatasetV2",
-                     "LoadDataset", "MatchingFilesDataset",
-                     "ExperimentalMatchingFilesDataset"), "reads files"),
-    **dict.fromkeys(("SaveDataset", "SaveDatasetV2", "SnapshotDataset",
-                     "SnapshotDatasetV2", "CreateSummaryFileWriter",
-                     "WriteSummary", "WriteScalarSummary", "WriteImageSummary",
-                     "WriteHistogramSummary", "WriteAudioSummary",
-                     "WriteGraphSummary", "WriteRawProtoSummary"), "writes files"),
-    **dict.fromkeys(("PrintV2",), "can write to a file (output_stream)"),
-    **dict.fromkeys(("DebugIdentity", "DebugIdentityV2", "DebugIdentityV3",
-                     "DebugNumericSummary", "DebugNumericSummaryV2"),
-                    "can dump tensors to files or network addresses"),
-    **dict.fromkeys(("RpcCall", "Rpc", "TryRpc", "RemoteCall"),
-                    "calls remote processes"),
-}
 
 
 # Op types whose TensorFlow gradient is zero (or None) everywhere: gradients

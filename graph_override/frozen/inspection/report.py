@@ -3,6 +3,8 @@ plain-text tables."""
 
 import dataclasses
 
+from graph_override._terminal import printable
+
 __all__ = ["InspectReport", "V1_LOOP_HELP", "table", "v1_loop_lines"]
 
 # What a user can do about a TF1 while loop in a frozen graph.
@@ -128,7 +130,10 @@ def v1_loop_lines(loops, limit=30):
 
 
 def table(rows):
-    """Plain-text table lines of `rows` (the first row the header)."""
+    """Plain-text table lines of `rows` (the first row the header); control
+    characters in a cell (a node named with a newline or an escape
+    sequence) are escaped, so every row stays one line."""
+    rows = [[printable(c) for c in r] for r in rows]
     widths = [min(60, max(len(r[i]) for r in rows)) for i in range(len(rows[0]))]
     out = []
     for j, row in enumerate(rows):

@@ -1,6 +1,7 @@
 """Patch rules: which nodes of a GraphDef to change, and how (see
 `graph_override.frozen`)."""
 
+import collections.abc
 import dataclasses
 import fnmatch
 import itertools
@@ -197,6 +198,9 @@ def as_rules(rules):
         rules = [rules]
     elif isinstance(rules, dict):
         rules = ["%s=%s" % kv for kv in rules.items()]
+    elif not isinstance(rules, collections.abc.Iterable):
+        raise RuleError("rules: expected a list of rules such as ['Sign=ste_sign'], "
+                        "a dict {'Sign': 'ste_sign'} or one rule, got %r" % (rules,))
     out = [r if isinstance(r, Rule) else parse_rule(r) for r in rules]
     if not out:
         raise RuleError("no rules given")

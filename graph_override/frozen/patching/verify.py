@@ -35,6 +35,11 @@ _SAME_SHAPE_OPS = IDENTITY_OPS | frozenset((
     "FakeQuantWithMinMaxVarsPerChannel", "QuantizeAndDequantizeV2",
     "QuantizeAndDequantizeV3", "QuantizeAndDequantizeV4"))
 
+# What TensorFlow raises for a graph it cannot import or build; RuntimeError:
+# "Op type not registered", an op inside a library function that this
+# TensorFlow does not know.
+_NOT_IMPORTABLE = (ValueError, TypeError, KeyError, RuntimeError, tf.errors.OpError)
+
 _SHAPE_HINT = (
     "An estimator's gradient goes to the node's first input, so it needs an op "
     "whose output has that input's shape and dtype (Identity, Sign, Round, "
@@ -125,7 +130,7 @@ def check_function_shapes(graph_def, fname, named, what):
     with tf.Graph().as_default():
         try:
             graph = _compat.function_def_to_graph(library[fname])
-        except (ValueError, TypeError, KeyError, tf.errors.OpError):
+        except _NOT_IMPORTABLE:
             return
         for name, rule in named:
             op = graph.get_operation_by_name(name)
@@ -223,7 +228,7 @@ def _check_shapes(graph_def, named, what):
     with tf.Graph().as_default() as graph:
         try:
             tf.compat.v1.import_graph_def(graph_def, name="")
-        except (ValueError, TypeError, tf.errors.OpError):
+        except _NOT_IMPORTABLE:
             return
     for name, rule in named:
         op = graph.get_operation_by_name(name)
@@ -250,7 +255,7 @@ def check_imports(graph_def, what, functions=()):
         for name in functions:
             with tf.Graph().as_default():
                 _compat.function_def_to_graph(library[name])
-    except (ValueError, TypeError, KeyError, tf.errors.OpError) as e:
+    except _NOT_IMPORTABLE as e:
         raise RuleError(
             "%s: the rewritten graph does not import into TensorFlow (%s); "
             "nothing was returned or written. Narrow the rules to other nodes."

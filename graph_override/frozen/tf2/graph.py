@@ -6,6 +6,7 @@ process-unique names for library functions. See
 `graph_override.frozen.tf2.function` for how they fit together.
 """
 
+import collections.abc
 import difflib
 import itertools
 import re
@@ -16,6 +17,7 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from graph_override import _compat, registry
 from graph_override.errors import ConversionError, UnknownGradientError
+from graph_override.frozen.graphdef.consts import check_claim
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list
 from graph_override.frozen.inspection.inspector import V1_LOOP_OPS, VARIABLE_OPS
 from graph_override.frozen.patching.library import rename_library
@@ -57,6 +59,9 @@ def check_names(graph_def, names, what, source):
     """The tensor names, checked against the graph's nodes."""
     if isinstance(names, str):
         names = [names]
+    if not isinstance(names, collections.abc.Iterable):
+        raise _usage_error("%s: %s must be a list of tensor names such as ['x:0'], got %r"
+                           % (source, what, names))
     names = [_tensor_name(n) for n in names]
     if not names:
         raise _usage_error("%s: no %s given; name at least one tensor, e.g. 'x:0'"
@@ -216,6 +221,9 @@ def select_weights(graph_def, trainable, used, source):
     if isinstance(trainable, bool) or not isinstance(trainable, (str, int)):
         raise _usage_error("trainable must be a regular expression or a minimum "
                               "number of elements, got %r" % (trainable,))
+    if not isinstance(trainable, str) and trainable < 0:
+        raise _usage_error("trainable=%r: a minimum number of elements cannot be "
+                           "negative; give 0 for every float Const" % (trainable,))
     if isinstance(trainable, str):
         try:
             search = re.compile(trainable).search
@@ -236,6 +244,8 @@ def select_weights(graph_def, trainable, used, source):
             "%s." % (source, trainable, len(consts), ", ".join(
                 "%s %s" % (n.name, [d.size for d in n.attr["value"].tensor.tensor_shape.dim])
                 for n in largest) or "none"))
+    for n in chosen:  # before anything is allocated: a fill may claim terabytes
+        check_claim(n.name, n.attr["value"].tensor, source)
     return [(n.name, tf.make_ndarray(n.attr["value"].tensor)) for n in chosen]
 
 

@@ -18,21 +18,24 @@ other shapes. Everything else is refused:
 clip_gradient (its gradient is not linear in dy, so no stop_gradient form
 exists) and names registered in this process only.
 
-The directory is written atomically: into a temporary sibling folder, loaded
-back and checked (its gradient is built, as plain TensorFlow would), then
-renamed into place; an existing SavedModel is
-replaced only with ``overwrite=True``, by renaming it aside first and
-deleting it only once the new one is in place.
+The directory is written atomically (`graph_override._atomic_dir`): into a
+hidden temporary sibling folder, loaded back and checked (its gradient is
+built, as plain TensorFlow would, where the graph keeps gradient names), then
+renamed into place; an existing SavedModel is replaced only with
+``overwrite=True``, by swapping the two in one step
+(``renameat2(RENAME_EXCHANGE)``) and deleting the old one. What a killed
+convert left (temporary folders, a previous SavedModel set aside) is cleaned
+up or restored before the next write.
 """
 
 import os
 import re
 import shutil
-import tempfile
+import warnings
 
 import tensorflow as tf
 
-from graph_override import _compat, registry
+from graph_override import _atomic_dir, _compat, registry
 from graph_override.errors import ConversionError, RuleError
 from graph_override.frozen.patching.engine import make_portable
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
@@ -179,10 +182,10 @@ def _verify(folder, module, source, path, differentiate):
     loaded = tf.saved_model.load(folder)
     if SIGNATURE_KEY not in loaded.signatures:
         raise ConversionError("%s: the written SavedModel has no %r signature; "
-                              "nothing was written" % (path, SIGNATURE_KEY))
+                              "nothing was replaced" % (path, SIGNATURE_KEY))
     if len(loaded.weights) != len(module.weights):
         raise ConversionError("%s: the written SavedModel holds %d weights, "
-                              "expected %d; nothing was written" % (
+                              "expected %d; nothing was replaced" % (
                                   path, len(loaded.weights), len(module.weights)))
     if not differentiate:
         return
@@ -211,6 +214,29 @@ def _verify(folder, module, source, path, differentiate):
         ) from e
 
 
+def _target_error(message):
+    # A target that cannot be written is bad usage (CLI exit 2), as when
+    # check_target refuses it before the work.
+    error = ConversionError(message)
+    error.usage = True
+    return error
+
+
+def _write_error(path, tmp, error):
+    """What a failed write of the SavedModel says (a full disk, a folder
+    that became unwritable), naming `path`, not the hidden temporary."""
+    if isinstance(error, OSError) and error.strerror:
+        text = error.strerror  # its file name is the temporary's
+    else:
+        text = getattr(error, "message", None) or str(error)
+    if tmp:
+        text = text.replace(tmp, path)
+    return _target_error("%s: the SavedModel could not be written (%s: %s); nothing "
+                         "was written and any previous %s is unchanged"
+                         % (path, type(error).__name__, text.splitlines()[0][:300]
+                            if text else "", os.path.basename(path)))
+
+
 def save(frozen_fn, path, *, overwrite=False):
     """Writes `frozen_fn` as a SavedModel at `path` (a directory).
 
@@ -231,36 +257,44 @@ def save(frozen_fn, path, *, overwrite=False):
         folder is missing, or it is something other than a SavedModel.
     """
     path = os.path.abspath(os.fspath(path))
+    if os.path.isdir(os.path.dirname(path)):
+        for note in _atomic_dir.recover(path):
+            warnings.warn(note, RuntimeWarning, stacklevel=2)
     check_target(path, overwrite)
     graph_def = portable_graph_def(frozen_fn.graph_def, frozen_fn.source)
     module = _Serving(frozen_fn, graph_def)
-    parent, base = os.path.split(path)
-    tmp = tempfile.mkdtemp(dir=parent, prefix="." + base + ".", suffix=".tmp")
     try:
-        # Without experimental_custom_gradients the SavedModel keeps the
-        # gradient names (TensorFlow's own op types, after the portable
-        # rewrite) and the loading process resolves them per node; with it,
-        # TensorFlow would store ONE gradient function per name, traced for
-        # the shapes of the first node, and nodes of other shapes would fail.
-        tf.saved_model.save(module, tmp, signatures={
-            SIGNATURE_KEY: module.serve.get_concrete_function()},
-            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+        tmp = _atomic_dir.make_temporary(path)
+    except OSError as e:
+        raise _write_error(path, "", e) from None
+    try:
+        try:
+            # Without experimental_custom_gradients the SavedModel keeps the
+            # gradient names (TensorFlow's own op types, after the portable
+            # rewrite) and the loading process resolves them per node; with
+            # it, TensorFlow would store ONE gradient function per name, traced
+            # for the shapes of the first node, and nodes of other shapes
+            # would fail.
+            tf.saved_model.save(module, tmp, signatures={
+                SIGNATURE_KEY: module.serve.get_concrete_function()},
+                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+        except (tf.errors.OpError, OSError) as e:  # a full disk: ResourceExhaustedError
+            raise _write_error(path, tmp, e) from None
         _verify(tmp, module, frozen_fn.source, path,
                 differentiate=bool(nodes_by_gradient(graph_def) or _library_names(graph_def)))
-        check_target(path, overwrite)
+        try:
+            check_target(path, overwrite)
+        except ConversionError as e:  # another writer was faster
+            raise _target_error(str(e)) from None
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700
-        if os.path.lexists(path):
-            aside = tempfile.mkdtemp(dir=parent, prefix="." + base + ".", suffix=".old")
-            os.rmdir(aside)
-            os.rename(path, aside)
-            try:
-                os.rename(tmp, path)
-            except BaseException:
-                os.rename(aside, path)
-                raise
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.rename(tmp, path)
+        try:
+            _atomic_dir.replace(tmp, path, overwrite)
+        except FileExistsError:
+            raise _target_error(
+                "%s: appeared while the SavedModel was being written (another process "
+                "writing the same folder?); it was left as it is and nothing was "
+                "written. Pass overwrite=True (CLI: --force) to replace it." % path
+            ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

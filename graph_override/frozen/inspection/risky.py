@@ -1,0 +1,126 @@
+"""Which op types are risky to run from an untrusted graph, and why.
+
+Most such ops say so in their signature: they take a file name, a path, a
+pattern of files, a checkpoint prefix or a network address, as a string
+input or attr (ReadFile's ``filename``, CacheDataset's ``filename``,
+DataServiceDatasetV4's ``address``, FixedUnigramCandidateSampler's
+``vocab_file``). `RISKY_OPS` is therefore derived from TensorFlow's op
+registry (every registered OpDef, by the names of its string inputs and
+attrs: `derived`), so that ops added in a later release are covered, and
+completed by a curated table (`CURATED`) for what a signature does not show:
+PyFunc runs Python, the queue readers take their file names from a queue,
+the summary ops write through a writer resource. The curated reason wins
+where both know an op.
+"""
+
+import collections.abc
+import re
+
+from graph_override import _compat
+
+__all__ = ["CURATED", "RISKY_OPS", "derived"]
+
+_STRING = 7  # DataType DT_STRING
+
+# Names of string inputs and attrs that hold a file, a path or an address.
+_FILE_ARG = re.compile(
+    r"(filenames?|file_?patterns?|patterns|paths?|.+_paths?|.+_files?|.+_dir|dir|"
+    r"directory|logdir|(.+_)?prefix(es)?|descriptor_source|memory_region_name)\Z")
+_NETWORK_ARG = re.compile(r"(address|target|.+_urls?|.+_uri|data_source_name)\Z")
+_NOT_FILES = frozenset(("counter_prefix",))  # a statistics tag, not a path
+
+# Op types worth a look before running an untrusted graph, with why.
+CURATED = {
+    **dict.fromkeys(("ReadFile", "MatchingFiles", "ImmutableConst"),
+                    "reads files"),
+    **dict.fromkeys(("WriteFile", "Save", "SaveV2", "SaveSlices",
+                     "MergeV2Checkpoints", "DeleteFile"), "writes files"),
+    **dict.fromkeys(("Restore", "RestoreV2", "RestoreSlice"),
+                    "reads checkpoint files"),
+    **dict.fromkeys(("PyFunc", "PyFuncStateless", "EagerPyFunc"),
+                    "runs Python code of the process that made the graph"),
+    **dict.fromkeys(("TFRecordReader", "TFRecordReaderV2", "TextLineReader",
+                     "TextLineReaderV2", "WholeFileReader", "WholeFileReaderV2",
+                     "FixedLengthRecordReader", "FixedLengthRecordReaderV2",
+                     "TFRecordDataset", "TFRecordDatasetV2", "TextLineDataset",
+                     "FixedLengthRecordDataset", "CSVDataset", "CSVDatasetV2",
+                     "LoadDataset", "MatchingFilesDataset",
+                     "ExperimentalMatchingFilesDataset"), "reads files"),
+    **dict.fromkeys(("SaveDataset", "SaveDatasetV2", "SnapshotDataset",
+                     "SnapshotDatasetV2", "CreateSummaryFileWriter",
+                     "WriteSummary", "WriteScalarSummary", "WriteImageSummary",
+                     "WriteHistogramSummary", "WriteAudioSummary",
+                     "WriteGraphSummary", "WriteRawProtoSummary"), "writes files"),
+    **dict.fromkeys(("PrintV2",), "can write to a file (output_stream)"),
+    **dict.fromkeys(("DebugIdentity", "DebugIdentityV2", "DebugIdentityV3",
+                     "DebugNumericSummary", "DebugNumericSummaryV2"),
+                    "can dump tensors to files or network addresses"),
+    **dict.fromkeys(("RpcCall", "Rpc", "TryRpc", "RemoteCall"),
+                    "calls remote processes"),
+    **dict.fromkeys(("SqlDataset", "ExperimentalSqlDataset"), "queries a database"),
+    **dict.fromkeys(("DecodeProtoV2", "EncodeProto"),
+                    "can read a descriptor file (descriptor_source)"),
+    **dict.fromkeys(("DataServiceDataset", "DataServiceDatasetV2", "DataServiceDatasetV3",
+                     "DataServiceDatasetV4", "RegisterDataset", "RegisterDatasetV2"),
+                    "reaches a tf.data service over the network"),
+    **dict.fromkeys(("DistributedSave",),
+                    "writes files through a tf.data service over the network"),
+    **dict.fromkeys(("CreateSummaryDbWriter",), "writes a database file"),
+}
+
+
+def _reason(op_def):
+    for pattern, what in ((_NETWORK_ARG, "reaches the network or a database (%s %r)"),
+                          (_FILE_ARG, "reads or writes files (%s %r)")):
+        for arg in op_def.input_arg:
+            if arg.type == _STRING and pattern.match(arg.name) and arg.name not in _NOT_FILES:
+                return what % ("input", arg.name)
+        for attr in op_def.attr:
+            if (attr.type in ("string", "list(string)") and pattern.match(attr.name)
+                    and attr.name not in _NOT_FILES):
+                return what % ("attr", attr.name)
+    return None
+
+
+def derived():
+    """{op type: why} for every registered op whose signature names a file,
+    a path or a network address (see the module docstring)."""
+    found = {}
+    for name in _compat.all_op_types():
+        op_def = _compat.op_def(name)
+        reason = _reason(op_def) if op_def is not None else None
+        if reason is not None:
+            found[name] = reason
+    return found
+
+
+class _RiskyOps(collections.abc.Mapping):
+    """`derived()` and `CURATED`, read from the registry on first use (a
+    pass over some 1,500 OpDefs that `import graph_override.frozen` need
+    not pay)."""
+
+    def __init__(self):
+        self._table = None
+
+    def _ops(self):
+        if self._table is None:
+            self._table = {**derived(), **CURATED}
+        return self._table
+
+    def __getitem__(self, op_type):
+        return self._ops()[op_type]
+
+    def __iter__(self):
+        return iter(self._ops())
+
+    def __len__(self):
+        return len(self._ops())
+
+    def __contains__(self, op_type):
+        return op_type in self._ops()
+
+    def __repr__(self):
+        return "RISKY_OPS(%d op types)" % len(self)
+
+
+RISKY_OPS = _RiskyOps()
