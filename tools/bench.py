@@ -11,7 +11,10 @@ Sections (each a table in the report, each measured by its own module):
      bench_capabilities.py);
   5. command-line start: --help, --version, a usage error, migrate and a
      command that needs TensorFlow, against `python -c pass` and
-     `python -c "import tensorflow"` (bench_cli.py).
+     `python -c "import tensorflow"` (bench_cli.py);
+  6. graph_override.keras's quantized layers: a training step against float
+     layers and against larq's own (TensorFlow 2.15), peak memory against
+     float layers (bench_keras.py).
 
 Timing: time.perf_counter (wall) and time.process_time (CPU, all threads)
 around whole runs, several repetitions, medians; within a repetition the
@@ -56,6 +59,7 @@ FULL = dict(
     frozen_nodes=[10_000, 100_000, 1_000_000], frozen_repeats=3,
     migrate=[(20, 400), (80, 400)],
     cli_repeats=9,
+    keras=dict(size=16, width=16, batch=64, repeats=7, steps=5, memory_repeats=2),
 )
 QUICK = dict(
     mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
@@ -64,6 +68,7 @@ QUICK = dict(
     frozen_nodes=[2_000], frozen_repeats=1,
     migrate=[(3, 60)],
     cli_repeats=1,
+    keras=dict(size=8, width=4, batch=16, repeats=2, steps=2, memory_repeats=1),
 )
 
 # Each section's runner, run(cfg, log), as (module beside this file, function):
@@ -74,6 +79,7 @@ RUNNERS = dict(
     frozen=("bench_capabilities", "bench_frozen"),
     migrate=("bench_capabilities", "bench_migrate"),
     cli=("bench_cli", "bench_section"),
+    keras=("bench_keras", "bench_section"),
 )
 
 

@@ -7,16 +7,19 @@ larq's in two ways, both without numeric consequence for training but
 visible bit for bit: a masked gradient is ``dy * 0`` there, which is -0.0
 where dy < 0 (larq: ``tf.where(mask, dy, 0)``, always +0.0), and
 swish_sign multiplies dy last (larq: first), which can change the last bit.
-So here each function takes its forward value from tf2 (the sign and
-threshold conventions live there) and computes its gradient as larq 0.13.3
-writes it. DoReFa's k-bit step is larq's too: ``round(x * n) / n``, which
+So here each function takes its forward value from the estimators tf2 uses
+(`graph_override.estimators.forward`: the sign and threshold conventions live
+there) and computes its gradient as larq 0.13.3 writes it. The forward is
+called directly, not through tf2's own `tf.custom_gradient`, whose gradient
+would be unused: one custom gradient per quantizer, not two nested, keeps the
+traced training step smaller. DoReFa's k-bit step is larq's too: ``round(x * n) / n``, which
 TensorFlow's graph optimizer turns into ``x * (1 / n)`` inside tf.function,
 exactly as it does for larq (tf2.dorefa_quantize divides exactly instead).
 """
 
 import tensorflow as tf
 
-from graph_override import tf2
+from graph_override import estimators
 
 __all__ = ["approx_sign", "dorefa_k_bit", "magnitude_aware_sign", "ste_heaviside",
            "ste_sign", "ste_tern", "swish_sign"]
@@ -28,8 +31,18 @@ def _clipped(x, dy, clip_value):
     return tf.where(tf.math.less_equal(tf.math.abs(x), clip_value), dy, tf.zeros_like(dy))
 
 
+def _forward(estimator, **params):
+    """tf2's forward function of `estimator` (its input checked as tf2 checks
+    it), without tf2's custom gradient."""
+    params = estimators.normalize(estimator, params)
+
+    def forward(x):
+        return estimators.forward(estimator, estimators.check_float_input(x, estimator), params)
+    return forward
+
+
 def _with_gradient(forward, gradient, x):
-    """forward(x) (a tf2 estimator; its own gradient unused) with dx = gradient(x, dy)."""
+    """forward(x) (from `_forward`) with dx = gradient(x, dy)."""
     @tf.custom_gradient
     def quantize(x):
         return tf.stop_gradient(forward(x)), lambda dy: gradient(x, dy)
@@ -40,7 +53,7 @@ def _with_gradient(forward, gradient, x):
 def ste_sign(x, clip_value=1.0):
     """Sign (sign(0) = +1) with the straight-through gradient: dy where
     ``|x| <= clip_value`` (None: everywhere), else 0."""
-    return _with_gradient(lambda v: tf2.ste_sign(v, clip_value=clip_value),
+    return _with_gradient(_forward("ste_sign", clip_value=clip_value),
                           lambda v, dy: _clipped(v, dy, clip_value), x)
 
 
@@ -49,7 +62,7 @@ def approx_sign(x):
     def gradient(v, dy):
         abs_x = tf.math.abs(v)
         return tf.where(tf.math.less_equal(abs_x, 1.0), (1 - abs_x) * 2 * dy, tf.zeros_like(dy))
-    return _with_gradient(tf2.approx_sign, gradient, x)
+    return _with_gradient(_forward("approx_sign"), gradient, x)
 
 
 def swish_sign(x, beta=5.0):
@@ -58,12 +71,12 @@ def swish_sign(x, beta=5.0):
     def gradient(v, dy):
         b_x = beta * v
         return dy * beta * (2 - b_x * tf.tanh(b_x * 0.5)) / (1 + tf.cosh(b_x))
-    return _with_gradient(lambda v: tf2.swish_sign(v, beta=beta), gradient, x)
+    return _with_gradient(_forward("swish_sign", beta=beta), gradient, x)
 
 
 def ste_heaviside(x, clip_value=1.0):
     """1 for x > 0, 0 for x <= 0, with the straight-through gradient."""
-    return _with_gradient(lambda v: tf2.ste_heaviside(v, clip_value=clip_value),
+    return _with_gradient(_forward("ste_heaviside", clip_value=clip_value),
                           lambda v, dy: _clipped(v, dy, clip_value), x)
 
 
@@ -71,9 +84,8 @@ def ste_tern(x, threshold_value=0.05, ternary_weight_networks=False, clip_value=
     """-1, 0 or +1 (the threshold itself maps to ±1), with the
     straight-through gradient."""
     return _with_gradient(
-        lambda v: tf2.ste_tern(v, threshold_value=threshold_value,
-                               ternary_weight_networks=ternary_weight_networks,
-                               clip_value=clip_value),
+        _forward("ste_tern", threshold_value=threshold_value,
+                 ternary_weight_networks=ternary_weight_networks, clip_value=clip_value),
         lambda v, dy: _clipped(v, dy, clip_value), x)
 
 

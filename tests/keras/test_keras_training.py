@@ -1,7 +1,10 @@
 """Training with graph_override.keras layers: a binarized CNN learns the
-bundled digits with model.fit, MirroredStrategy over two logical CPU devices
+bundled digits with model.fit, and train_bnn.py's BinaryNet MLP reaches the
+Session version's accuracy; MirroredStrategy over two logical CPU devices
 gives one device's weights, as does MultiWorkerMirroredStrategy with two local
-worker processes (Keras 2), and jit_compile=True gives the same steps."""
+worker processes (model.fit on Keras 2, a custom training loop on both; Keras
+3's model.fit fails there upstream, pinned here), and jit_compile=True gives
+the same steps."""
 
 import os
 import subprocess
@@ -54,7 +57,7 @@ import sys, numpy as np, tensorflow as tf
 devices = int(sys.argv[1])
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-sys.path.insert(0, "tests")
+sys.path.insert(0, "tests/keras")
 from test_keras_training import binarized_cnn
 from graph_override.training import data
 split = data.digits_splits()
@@ -90,6 +93,48 @@ def test_mirrored_strategy_gives_one_devices_weights(tmp_path):
         np.testing.assert_allclose(two["w%d" % i], one["w%d" % i], rtol=0, atol=1e-5)
 
 
+def binary_net_mlp(hidden=(256, 256)):
+    """scripts/train_bnn.py's BinaryNet MLP (`training.models.build_bnn`) in
+    larq's layers: pixels scaled to [-1, 1], binary kernels clipped to [-1, 1],
+    batch normalization after every layer (decay 0.9, epsilon 1e-4), hidden
+    activations binarized by the next layer's input quantizer, softmax of the
+    last batch-normalized layer."""
+    widths = tuple(hidden) + (10,)
+    layers = [tf.keras.Input((64,)), tf.keras.layers.Rescaling(2.0, offset=-1.0)]
+    for i, width in enumerate(widths):
+        layers += [lq.layers.QuantDense(width, input_quantizer="ste_sign" if i else None,
+                                        **_BINARY),
+                   tf.keras.layers.BatchNormalization(momentum=0.9, epsilon=1e-4)]
+    return tf.keras.Sequential(layers + [tf.keras.layers.Activation("softmax")])
+
+
+# The Session version's test accuracy after BNN_EPOCHS (recipes.train_bnn, the
+# default network and settings), run in the test; the Keras model may fall short
+# of it by at most BNN_TOLERANCE.
+BNN_EPOCHS, BNN_TOLERANCE = 3, 0.03
+
+
+@pytest.mark.slow
+def test_binary_net_mlp_reaches_the_session_versions_accuracy():
+    from graph_override.training import data, recipes  # pylint: disable=import-outside-toplevel
+    session = recipes.train_bnn("tf2", epochs=BNN_EPOCHS).evaluations[-1][2]["test"]
+    split = data.digits_splits()
+    steps_per_epoch = len(split.y_train) // recipes.BATCH_SIZE
+    tf.keras.utils.set_random_seed(0)
+    model = binary_net_mlp()
+    # Adam at 0.005, halved every 5 epochs, as recipes.train_bnn.
+    schedule = tf.keras.optimizers.schedules.ExponentialDecay(0.005, 5 * steps_per_epoch, 0.5)
+    model.compile(tf.keras.optimizers.Adam(schedule), "sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    batches = (tf.data.Dataset.from_tensor_slices((split.x_train, split.y_train))
+               .shuffle(len(split.y_train), seed=0)
+               .batch(recipes.BATCH_SIZE, drop_remainder=True))  # full batches, as the Session
+    model.fit(batches, epochs=BNN_EPOCHS, verbose=0)
+    _, accuracy = model.evaluate(split.x_test, split.y_test, verbose=0)
+    assert session >= 0.9  # the reference itself learned (docs/guide/training.md: 0.9533)
+    assert accuracy >= session - BNN_TOLERANCE, (accuracy, session)
+
+
 @pytest.mark.slow
 def test_jit_compile_trains_as_without():
     rng = np.random.RandomState(0)
@@ -110,24 +155,40 @@ def test_jit_compile_trains_as_without():
 
 _WORKER = r"""
 import sys, numpy as np, tensorflow as tf
-sys.path.insert(0, "tests")
+sys.path.insert(0, "tests/keras")
 from test_keras_training import binarized_cnn
 from graph_override.training import data
+workers, how, out = sys.argv[1:4]
 split = data.digits_splits()
-strategy = (tf.distribute.MultiWorkerMirroredStrategy() if sys.argv[1] == "2"
+strategy = (tf.distribute.MultiWorkerMirroredStrategy() if workers == "2"
             else tf.distribute.get_strategy())
 tf.keras.utils.set_random_seed(1)
 with strategy.scope():
-    model = binarized_cnn(batch_norm=False)
+    model = (tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(10, "softmax")])
+             if how == "plain fit" else binarized_cnn(batch_norm=False))
     model.compile(tf.keras.optimizers.SGD(0.05), "sparse_categorical_crossentropy")
 initial = model.get_weights()
 options = tf.data.Options()
 options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
 dataset = tf.data.Dataset.from_tensor_slices((split.x_train[:256], split.y_train[:256]))
-model.fit(dataset.batch(64).with_options(options), epochs=2, verbose=0)
-np.savez(sys.argv[2], **{"w%d" % i: w for i, w in enumerate(model.get_weights())},
+dataset = dataset.batch(64).with_options(options)
+if how == "loop":  # the guide's custom training loop
+    def replica_step(x, y):
+        with tf.GradientTape() as tape:
+            per_example = tf.keras.losses.sparse_categorical_crossentropy(y, model(x, training=True))
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=64)
+        grads = tape.gradient(loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    step = tf.function(lambda x, y: strategy.run(replica_step, args=(x, y)))
+    for epoch in range(2):
+        for x, y in strategy.experimental_distribute_dataset(dataset):
+            step(x, y)
+else:
+    model.fit(dataset, epochs=2, verbose=0)
+np.savez(out, **{"w%d" % i: w for i, w in enumerate(model.get_weights())},
          **{"init%d" % i: w for i, w in enumerate(initial)})
 """
+KERAS_3 = hasattr(tf.keras, "ops")
 
 
 def _free_port():
@@ -137,24 +198,35 @@ def _free_port():
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(hasattr(tf.keras, "ops"), reason=(
-    "Keras 3's model.fit under MultiWorkerMirroredStrategy fails on TensorFlow 2.21 for a "
-    "plain Dense model too (a PerReplica value converted to a Tensor)"))
-def test_multi_worker_mirrored_strategy_gives_one_devices_weights(tmp_path):
+def _two_workers(tmp_path, how):
+    """Runs _WORKER as two local worker processes: (return codes, outputs)."""
     import json  # pylint: disable=import-outside-toplevel
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cluster = {"worker": ["localhost:%d" % _free_port() for _ in range(2)]}
     workers = [subprocess.Popen(
-        [sys.executable, "-c", _WORKER, "2", str(tmp_path / ("worker%d.npz" % i))],
+        [sys.executable, "-c", _WORKER, "2", how, str(tmp_path / ("worker%d.npz" % i))],
         env=dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
                                             "task": {"type": "worker", "index": i}})),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for i in range(2)]
-    for worker in workers:
-        out, _ = worker.communicate(timeout=600)
-        assert worker.returncode == 0, out.decode()[-3000:]
-    subprocess.run([sys.executable, "-c", _WORKER, "1", str(tmp_path / "one.npz")], check=True,
-                   env=env, cwd=ROOT, capture_output=True)
+    outputs = [w.communicate(timeout=600)[0].decode() for w in workers]
+    return [w.returncode for w in workers], outputs
+
+
+# Keras 3 (TensorFlow 2.16 to 2.21 at least): model.fit fails under
+# MultiWorkerMirroredStrategy, keras-team/keras#20585, tensorflow/tensorflow#72388;
+# a custom training loop with strategy.run works.
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["loop", "fit"])
+def test_multi_worker_mirrored_strategy_gives_one_devices_weights(how, tmp_path):
+    if how == "fit" and KERAS_3:
+        pytest.skip("Keras 3's model.fit fails under MultiWorkerMirroredStrategy "
+                    "(keras-team/keras#20585; pinned by the test below)")
+    codes, outputs = _two_workers(tmp_path, how)
+    for code, out in zip(codes, outputs):
+        assert code == 0, out[-3000:]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run([sys.executable, "-c", _WORKER, "1", how, str(tmp_path / "one.npz")],
+                   check=True, env=env, cwd=ROOT, capture_output=True)
     one, first, second = (np.load(str(tmp_path / n))
                           for n in ("one.npz", "worker0.npz", "worker1.npz"))
     for i in range(4):
@@ -162,3 +234,15 @@ def test_multi_worker_mirrored_strategy_gives_one_devices_weights(tmp_path):
         assert np.abs(one["w%d" % i] - one["init%d" % i]).max() > 1e-3  # it trained
         np.testing.assert_array_equal(first["w%d" % i], second["w%d" % i])
         np.testing.assert_allclose(first["w%d" % i], one["w%d" % i], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not KERAS_3, reason="Keras 2's model.fit works under the strategy")
+def test_keras3_fit_under_multi_worker_strategy_still_fails_upstream(tmp_path):
+    """Pins the upstream failure for a plain Dense model (no graph_override
+    layer): when a release fixes it, this fails, and the guide's cluster
+    section and the skip above should go."""
+    codes, outputs = _two_workers(tmp_path, "plain fit")
+    assert codes != [0, 0], "model.fit under MultiWorkerMirroredStrategy works now"
+    assert any("Attempt to convert a value (PerReplica" in out and
+               "with an unsupported type" in out for out in outputs), outputs[0][-3000:]

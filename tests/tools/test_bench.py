@@ -2,6 +2,7 @@
 plot; what it times computes the right thing. No timed assertion here."""
 
 import importlib
+import importlib.util
 import os
 import pathlib
 import re
@@ -153,7 +154,7 @@ def test_embedded_figures_round_trip(bench, sections, tmp_path):
     """--only re-runs one section and takes the others from the report."""
     report = {"training": [{"title": "t", "rows": []}], "construction": [],
               "frozen": [{"error": "a -- b"}], "migrate": None, "cli": None,
-              "config": {"train_repeats": 1}, "machine": {"nproc": 2},
+              "keras": [{"error": "x"}], "config": {"train_repeats": 1}, "machine": {"nproc": 2},
               "dates": {"training": "2026-01-01 00:00 UTC"}}
     path = tmp_path / "b.md"
     path.write_text("# tables\n\n" + bench.embed_data(report) + "\n" + bench.ANALYSIS_MARKER + "\n")
@@ -161,7 +162,7 @@ def test_embedded_figures_round_trip(bench, sections, tmp_path):
     assert bench.embedded_data(path) == report
     assert bench.embedded_data(tmp_path / "missing.md") == {}
     assert sections["report"].embedded_data is bench.embedded_data
-    assert "cli" in bench.SECTIONS and set(bench.SECTIONS) == set(bench.RUNNERS)
+    assert "keras" in bench.SECTIONS and set(bench.SECTIONS) == set(bench.RUNNERS)
 
 
 def test_cli_benchmark_times_real_work(sections, tmp_path, capsys):
@@ -235,8 +236,8 @@ def test_only_into_a_new_file_writes_no_false_text(cli_only, capsys):
     capsys.readouterr()
     assert status == 0
     assert "not in this tree yet" not in text and "None" not in text
-    assert "Not measured in this report: training, construction, frozen, migrate." in text
-    for section in ("training", "construction", "frozen", "migrate"):
+    assert "Not measured in this report: training, construction, frozen, migrate, keras." in text
+    for section in ("training", "construction", "frozen", "migrate", "keras"):
         assert "Run `python tools/bench.py --only %s` to measure it." % section in text
     assert "| python -c pass | 0.100 |" in text
     # The figure is drawn (each missing panel says "not measured") and linked.
@@ -349,3 +350,45 @@ def test_convert_figures_are_medians(sections, monkeypatch):
     assert list(times) == ["session", "frozen eager", "frozen function",
                            "portable function", "tf2 eager", "tf2 function"]
     assert list(times.values()) == [2.0, 4.0, 6.0, 8.0, 10.0, 12.0]  # medians, not minima
+
+
+@pytest.mark.slow
+def test_quick_keras_section_compares_with_float_and_larq(tmp_path):
+    """--quick --only keras: the section's three comparisons, each with its
+    ratio and goal; larq's row where TensorFlow 2.15's Python is known (this
+    Python, when it has larq), else a row saying it was not measured."""
+    out = tmp_path / "report.md"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    if importlib.util.find_spec("larq") is not None:
+        env["BENCH_PYTHON_215"] = sys.executable
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "keras",
+                           "--out", str(out)], cwd=str(ROOT), env=env, capture_output=True,
+                          text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    section = out.read_text().split("## 6. Quantized Keras layers")[1].split("<!--")[0]
+    cell = r"\| [0-9.]+ (ms|MB) \| [0-9.]+ (ms|MB) \| \*\*[0-9.]+\*\* \| <= [0-9.]+: "
+    assert re.search(r"\| training step: QuantConv2D/QuantDense against float Conv2D/Dense "
+                     r"\| %s \| 2 " % re.escape(tf.__version__) + cell, section)
+    assert re.search(r"\| peak memory \(VmHWM\) of a process that trains the network "
+                     r"\| %s \| 1 " % re.escape(tf.__version__) + cell, section)
+    if "BENCH_PYTHON_215" in env:
+        assert re.search(r"\| training step: these layers against larq 0.13.3's \| 2\.15\.[0-9]+ "
+                         r"\| 2 " + cell, section)
+    else:
+        assert ("larq's layers not measured" in section
+                or "these layers against larq 0.13.3's | 2.15." in section)
+    assert "Not measured in this report: training, construction, frozen, migrate, cli." in (
+        out.read_text())
+
+
+def test_keras_section_text_names_errors_and_goals(sections):
+    rows = [dict(comparison="training step: a", ours=1.2, theirs=1.0, ratio=1.2, goal=1.15,
+                 unit="ms", tensorflow="2.21.0", repeats=7),
+            dict(comparison="peak memory: b", ours=400.0, theirs=410.0, ratio=0.98, goal=1.0,
+                 unit="MB", tensorflow="2.21.0", repeats=2),
+            {"error": "no TensorFlow 2.15 Python at x: larq's layers not measured"}]
+    text = sections["report"]._keras_section(rows)  # pylint: disable=protected-access
+    lines = text.splitlines()
+    assert "| training step: a | 2.21.0 | 7 | 1.20 ms | 1.00 ms | **1.20** | <= 1.15: **not met** |" in lines
+    assert "| peak memory: b | 2.21.0 | 2 | 400.00 MB | 410.00 MB | **0.98** | <= 1.00: met |" in lines
+    assert lines[-1] == "- no TensorFlow 2.15 Python at x: larq's layers not measured"

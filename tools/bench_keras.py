@@ -1,0 +1,185 @@
+"""Section 6 of tools/bench.py: graph_override.keras's quantized layers.
+
+Three comparisons, each of the same network (QuantConv2D x 2, max pool,
+QuantDense x 2, binarized inputs and kernels, ``weight_clip``):
+
+1. a training step (``model.train_on_batch``, compiled, after warm-up) with
+   the quantized layers against the same network with float Conv2D/Dense,
+   in one process, alternating in a rotating order;
+2. peak memory (``VmHWM``) of a process that builds and trains the
+   quantized network against one that does the same with the float one,
+   each in a fresh process;
+3. under TensorFlow 2.15 (compat/.venv-2.15, where larq 0.13.3 is
+   installed), the quantized network with these layers against the same
+   network with larq's layers, alternating in one process of that venv.
+
+A ratio is the median over repetitions of the ratio within each one.
+Run on its own: ``python tools/bench_keras.py step|memory|larq ARGS`` (what
+the section starts as child processes) prints one JSON line.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+# TensorFlow 2.15's Python, where larq is installed (compat/run.sh builds it).
+VENV_215 = pathlib.Path(os.environ.get(
+    "BENCH_PYTHON_215", ROOT / "compat" / ".venv-2.15" / "bin" / "python"))
+GOALS = {"float": 1.15, "memory": 1.0, "larq": 1.0}
+
+
+def build(layers, size, width, seed=0):
+    """The benchmarked network with `layers` (a module with QuantConv2D and
+    QuantDense: graph_override.keras.layers or larq.layers), or float
+    Conv2D/Dense for None; the same initial weights for every `layers`."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    if layers is None:
+        conv = lambda n, **kw: tf.keras.layers.Conv2D(n, 3, padding="same", use_bias=False)  # noqa: E731
+        dense = lambda n, **kw: tf.keras.layers.Dense(n, use_bias=False)  # noqa: E731
+    else:
+        binary = dict(kernel_quantizer="ste_sign", kernel_constraint="weight_clip",
+                      use_bias=False)
+        conv = lambda n, **kw: layers.QuantConv2D(n, 3, padding="same", **binary, **kw)  # noqa: E731
+        dense = lambda n, **kw: layers.QuantDense(n, **binary, **kw)  # noqa: E731
+    quantized = dict(input_quantizer="ste_sign")
+    norm = lambda: tf.keras.layers.BatchNormalization(scale=False)  # noqa: E731
+    tf.keras.utils.set_random_seed(seed)
+    return tf.keras.Sequential([
+        tf.keras.Input((size, size, 1)),
+        conv(width), norm(),
+        conv(2 * width, **quantized), tf.keras.layers.MaxPool2D(2), norm(),
+        tf.keras.layers.Flatten(),
+        dense(8 * width, **quantized), norm(),
+        dense(10, **quantized), norm(),
+        tf.keras.layers.Activation("softmax")])
+
+
+def _data(size, batch, seed=1):
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    rng = np.random.RandomState(seed)
+    return (rng.uniform(-1, 1, (batch, size, size, 1)).astype(np.float32),
+            rng.randint(0, 10, batch).astype(np.int64))
+
+
+def _compiled(model):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    model.compile(tf.keras.optimizers.Adam(0.001), "sparse_categorical_crossentropy")
+    return model
+
+
+def compare_steps(variants, size, width, batch, repeats, steps):
+    """Median seconds per train_on_batch of each of `variants` ({label: layers
+    module or None}), the first the baseline: {label: (median s, ratio)}."""
+    from bench_common import median, rotations  # pylint: disable=import-outside-toplevel
+    x, y = _data(size, batch)
+    models = {label: _compiled(build(layers, size, width)) for label, layers in variants.items()}
+    for model in models.values():
+        for _ in range(3):  # warm up: tracing, allocation
+            model.train_on_batch(x, y)
+    times = {label: [] for label in models}
+    for order in rotations(list(models), repeats):
+        for label in order:
+            start = time.perf_counter()
+            for _ in range(steps):
+                model_loss = models[label].train_on_batch(x, y)
+            float(model_loss if not isinstance(model_loss, list) else model_loss[0])
+            times[label].append((time.perf_counter() - start) / steps)
+    base = times[next(iter(models))]
+    return {label: (median(t), median(a / b for a, b in zip(t, base)))
+            for label, t in times.items()}
+
+
+def _hwm_mb():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024.0
+
+
+def child(argv):
+    """The child processes' work; prints one JSON line."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    kind, size, width, batch = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    import graph_override.keras as lq  # pylint: disable=import-outside-toplevel
+    if kind == "memory":  # argv[4]: quantized or float; argv[5]: steps
+        before = _hwm_mb()
+        model = _compiled(build(lq.layers if argv[4] == "quantized" else None,
+                                size, width))
+        x, y = _data(size, batch)
+        for _ in range(int(argv[5])):
+            model.train_on_batch(x, y)
+        result = dict(peak_mb=_hwm_mb(), after_imports_mb=before)
+    else:  # step (ours against float) or larq (ours against larq's)
+        repeats, steps = int(argv[4]), int(argv[5])
+        if kind == "larq":
+            import larq  # pylint: disable=import-outside-toplevel
+            variants = {"larq": larq.layers, "graph_override": lq.layers}
+        else:
+            variants = {"float": None, "graph_override": lq.layers}
+        result = compare_steps(variants, size, width, batch, repeats, steps)
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    result["tensorflow"] = tf.__version__
+    print(json.dumps(result))
+
+
+def _run_child(python, args, log):
+    """The JSON a child process printed, or {"error": ...}."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [
+                   p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    proc = subprocess.run([str(python), __file__] + [str(a) for a in args],
+                          capture_output=True, text=True, env=env, cwd=str(ROOT))
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        log("bench_keras %s failed: %s" % (args[0], tail))
+        return {"error": "tools/bench_keras.py %s failed: %s" % (args[0], tail)}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _row(comparison, ours, theirs, ratio, goal, unit, tensorflow, repeats):
+    return dict(comparison=comparison, ours=ours, theirs=theirs, ratio=ratio, goal=goal,
+                unit=unit, tensorflow=tensorflow, repeats=repeats)
+
+
+def bench_section(cfg, log):
+    """The section's rows: each comparison with its medians, ratio and goal."""
+    k = cfg["keras"]
+    shape = [k["size"], k["width"], k["batch"]]
+    rows = []
+    log("keras: training step, quantized against float layers")
+    r = _run_child(sys.executable, ["step"] + shape + [k["repeats"], k["steps"]], log)
+    rows.append(r if "error" in r else _row(
+        "training step: QuantConv2D/QuantDense against float Conv2D/Dense",
+        1e3 * r["graph_override"][0], 1e3 * r["float"][0], r["graph_override"][1],
+        GOALS["float"], "ms", r["tensorflow"], k["repeats"]))
+    log("keras: peak memory, each network in a fresh process")
+    peaks = {}
+    for order in range(k["memory_repeats"]):
+        for kind in (("quantized", "float") if order % 2 == 0 else ("float", "quantized")):
+            m = _run_child(sys.executable, ["memory"] + shape + [kind, k["steps"]], log)
+            if "error" in m:
+                return rows + [m]
+            peaks.setdefault(kind, []).append(m["peak_mb"])
+    from bench_common import median  # pylint: disable=import-outside-toplevel
+    rows.append(_row("peak memory (VmHWM) of a process that trains the network",
+                     median(peaks["quantized"]), median(peaks["float"]),
+                     median(a / b for a, b in zip(peaks["quantized"], peaks["float"])),
+                     GOALS["memory"], "MB", m["tensorflow"], k["memory_repeats"]))
+    if not VENV_215.exists():
+        rows.append({"error": "no TensorFlow 2.15 Python at %s (compat/run.sh builds it; "
+                              "BENCH_PYTHON_215 names another): larq's layers not "
+                              "measured" % VENV_215})
+        return rows
+    log("keras: training step, these layers against larq's (TensorFlow 2.15 venv)")
+    r = _run_child(VENV_215, ["larq"] + shape + [k["repeats"], k["steps"]], log)
+    rows.append(r if "error" in r else _row(
+        "training step: these layers against larq 0.13.3's",
+        1e3 * r["graph_override"][0], 1e3 * r["larq"][0], r["graph_override"][1],
+        GOALS["larq"], "ms", r["tensorflow"], k["repeats"]))
+    return rows
+
+
+if __name__ == "__main__":
+    child(sys.argv[1:])
