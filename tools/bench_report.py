@@ -140,12 +140,9 @@ def _not_measured(section):
             "`python tools/bench.py --only %s` to measure it." % section)
 
 
-def render(report, quick, plot_name, no_figure=None):
-    """The report's Markdown. `plot_name`: the figure beside it, or None if
-    none was drawn (`no_figure` says why)."""
+def _header(w, report, quick, plot_name, no_figure):
+    """The title, machine, dates, load and method lines of the report."""
     m = report["machine"]
-    out = io.StringIO()
-    w = lambda s="": out.write(s + "\n")  # noqa: E731
     w("# Benchmarks")
     w()
     w("Measured by `python tools/bench.py%s` on %s." % (" --quick" if quick else "", m["date"]))
@@ -182,6 +179,14 @@ def render(report, quick, plot_name, no_figure=None):
     else:
         w("No figure was drawn: %s." % (no_figure or "none was asked for"))
     w()
+
+
+def render(report, quick, plot_name, no_figure=None):
+    """The report's Markdown. `plot_name`: the figure beside it, or None if
+    none was drawn (`no_figure` says why)."""
+    out = io.StringIO()
+    w = lambda s="": out.write(s + "\n")  # noqa: E731
+    _header(w, report, quick, plot_name, no_figure)
     w("## 1. Training step of a binarized MLP")
     w()
     w("Hidden activations are binarized with `ste_sign` (two sites); the "
