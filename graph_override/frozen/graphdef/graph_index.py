@@ -96,7 +96,7 @@ class Index:
     def library(self):
         """The serialized function library (b"" if none), or None when the
         index was not read from bytes."""
-        return None if self.nodes is None else self.nodes.library
+        return None if self.nodes is None else b"".join(self.nodes.library)
 
     def append_to_nodes(self, data, suffixes):
         """`append_to_nodes` of `data` (the bytes this index was read from);
