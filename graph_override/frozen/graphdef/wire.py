@@ -278,12 +278,14 @@ def append_to_nodes(data, suffixes, nodes=None):
     when parsing (repeated and map fields add, singular fields replace).
     Everything else is written back byte for byte, in place when the nodes
     come first as protobuf writes them (the bytes the C reader's `append`
-    gives), else re-serialized in field order."""
+    gives), else re-serialized in field order. `nodes` (`parse_nodes(data)`,
+    if at hand) is not changed."""
     message = nodes if nodes is not None else _Nodes.FromString(data)
-    raw = message.node
-    spliced = _splice(data, raw, suffixes)
+    spliced = _splice(data, message.node, suffixes)
     if spliced is not None:
         return spliced
+    message = _Nodes.FromString(data)  # `nodes` stays as it is
+    raw = message.node
     for i, suffix in suffixes.items():
         raw[i] = raw[i] + suffix
     return message.SerializeToString()
