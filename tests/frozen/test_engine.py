@@ -48,9 +48,9 @@ def set_names_calls(monkeypatch):
     calls = []
     real = sources.GraphNodes.set_names
 
-    def spy(self, data, sets, rules, entries, pairs=None):
+    def spy(self, data, sets, rules, entries, pairs=None, order=None):
         calls.append(sorted(sets))
-        return real(self, data, sets, rules, entries, pairs)
+        return real(self, data, sets, rules, entries, pairs, order)
 
     monkeypatch.setattr(sources.GraphNodes, "set_names", spy)
     return calls

@@ -136,8 +136,8 @@ def _rewrite(plan):
     # Every name resolves before anything changes, whether a node gets it or not.
     entries = name_entries(rules) if not plan.portable else None
     if plan.sets_only:
-        data = graph.set_names(graph.view.data, plan.owner, rules, entries, plan.pairs)
         order = sorted(plan.owner)
+        data = graph.set_names(graph.view.data, plan.owner, rules, entries, plan.pairs, order)
         changes = NodeChanges(graph.names, graph.ops, order, plan.owner,
                               [r.target for r in rules], [str(r) for r in rules])
         if graph.graph_def is None:

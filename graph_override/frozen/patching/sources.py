@@ -175,7 +175,7 @@ class GraphNodes:
         """`verify.check_fits` on the selected nodes."""
         verify.check_fits(self, owner, rules, what, allow_replace=allow_replace, pairs=pairs)
 
-    def set_names(self, data, sets, rules, entries, pairs=None):
+    def set_names(self, data, sets, rules, entries, pairs=None, order=None):
         """`data` (this graph's bytes, or a rewrite of them with the same
         nodes first) with the gradient name of rule ``sets[i]`` appended to
         node i (``entries``: `name_entries`); protobuf keeps the last attr
@@ -186,7 +186,7 @@ class GraphNodes:
           RuleError: an estimator on a node with no data input.
         """
         check_inputs(self.ops, sets, rules, self.node.__getitem__, self.names, pairs)
-        order = sorted(sets)
+        order = order if order is not None else sorted(sets)  # node order
         of = [sets[i] for i in order]
         if data is self.view.data:
             return self.view.index.append_entries(data, order, of, entries)
