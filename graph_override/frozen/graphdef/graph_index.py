@@ -96,13 +96,11 @@ class Index:
     def library(self):
         """The serialized function library (b"" if none), or None when the
         index was not read from bytes."""
-        return None if self.nodes is None else self.nodes.library
+        return None if self.nodes is None else b"".join(self.nodes.library)
 
     def append_to_nodes(self, data, suffixes):
-        """`append_to_nodes` of `data` (the bytes this index was read from);
-        the index no longer slices nodes afterwards."""
-        nodes, self.nodes = self.nodes, None  # its node bytes are changed in place
-        return wire.append_to_nodes(data, suffixes, nodes)
+        """`append_to_nodes` of `data` (the bytes this index was read from)."""
+        return wire.append_to_nodes(data, suffixes, self.nodes)
 
     def append_entries(self, data, which, of, entries):
         """`append_to_nodes` of `data` with ``entries[of[k]]`` appended to

@@ -35,6 +35,42 @@ __all__ = ["MAX_BYTES", "check_output_path", "load", "looks_like_text", "parse_g
 MAX_BYTES = 2 ** 31 - 1
 
 
+def _parse_first(data, order):
+    """(GraphDef, errors, the binary bytes or None) of the first format in
+    `order` (True: text) that parses `data`; the GraphDef is None if none."""
+    errors = []
+    for as_text in order:
+        try:
+            if as_text:
+                return text_format.Parse(data.decode("utf-8"), graph_pb2.GraphDef()), errors, None
+            graph_def = graph_pb2.GraphDef.FromString(data)
+        except Exception as e:  # pylint: disable=broad-except
+            # Any parser failure (DecodeError, ParseError, UnicodeDecodeError,
+            # RuntimeWarning-turned-error...) means "not this format".
+            errors.append("%s: %s" % ("text" if as_text else "binary",
+                                      str(e).splitlines()[0][:200] if str(e) else
+                                      type(e).__name__))
+            continue
+        if not formats.top_level_unknown(graph_def):
+            return graph_def, errors, data
+        errors.append("binary: fields that a GraphDef does not have")
+    return None, errors, None
+
+
+def _check_parsed(graph_def, binary, source):
+    """`validate` for a text GraphDef; for binary bytes the checks on the
+    index of the serialized nodes."""
+    if binary is None:
+        validate(graph_def, source)
+        return
+    # One C-level pass lists names, op types and inputs and looks
+    # for unknown fields in the nodes (see frozen.graphdef.wire).
+    index = read_index(binary)
+    if index is None or index.unknown is not False:
+        formats.check_unknown_fields(binary, source)  # raises naming the node
+    check_bytes(binary, source, graph_def=graph_def, index=index)
+
+
 def parse_graph_def(data, source="<bytes>", *, text=None):
     """Parses and checks a binary or text GraphDef.
 
@@ -71,27 +107,7 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
         raise GraphDefError("%s: the file is empty; expected a GraphDef "
                             "(binary .pb or text .pbtxt)" % source)
     order, note = formats.format_order(data, source, text)
-    graph_def, errors, binary = None, [], None
-    for as_text in order:
-        try:
-            if as_text:
-                graph_def = text_format.Parse(data.decode("utf-8"),
-                                              graph_pb2.GraphDef())
-            else:
-                graph_def = graph_pb2.GraphDef.FromString(data)
-                if formats.top_level_unknown(graph_def):
-                    graph_def = None
-                    errors.append("binary: fields that a GraphDef does not have")
-                    continue
-                binary = data
-            break
-        except Exception as e:  # pylint: disable=broad-except
-            # Any parser failure (DecodeError, ParseError, UnicodeDecodeError,
-            # RuntimeWarning-turned-error...) means "not this format".
-            errors.append("%s: %s" % ("text" if as_text else "binary",
-                                      str(e).splitlines()[0][:200] if str(e) else
-                                      type(e).__name__))
-            graph_def = None
+    graph_def, errors, binary = _parse_first(data, order)
     if graph_def is None:
         raise formats.wrong_kind(data, source, order[0]) or GraphDefError(
             "%s: not a GraphDef, or a truncated/damaged one (%s)%s. Expected a "
@@ -106,15 +122,7 @@ def parse_graph_def(data, source="<bytes>", *, text=None):
             "%s: parsed, but holds no nodes; expected a frozen GraphDef. Is it "
             "truncated, or a different kind of protobuf file?" % source)
     try:
-        if binary is None:
-            validate(graph_def, source)
-        else:
-            # One C-level pass lists names, op types and inputs and looks
-            # for unknown fields in the nodes (see frozen.graphdef.wire).
-            index = read_index(binary)
-            if index is None or index.unknown is not False:
-                formats.check_unknown_fields(binary, source)  # raises naming the node
-            check_bytes(binary, source, graph_def=graph_def, index=index)
+        _check_parsed(graph_def, binary, source)
     except GraphDefError:
         wrong = formats.wrong_kind(data, source, binary is None)
         if wrong is None:
@@ -283,11 +291,6 @@ def save(graph_def, path, *, overwrite=False, as_text=None, source=None):
                             "stored as one GraphDef." % (path, e)) from e
     if as_text and len(data) <= MAX_BYTES:
         data = text_format.MessageToString(graph_def).encode("utf-8")  # keys sorted
-    if len(data) > MAX_BYTES:
-        raise GraphDefError(
-            "%s: the graph is %d bytes, over protobuf's limit of %d (2 GB); "
-            "nothing was written. Keep large weights outside the GraphDef "
-            "(a SavedModel stores them as variables)." % (path, len(data), MAX_BYTES))
     where = "%s (nothing was written)" % path
 
     def check(back):
@@ -311,10 +314,17 @@ def write_bytes(data, path, *, overwrite=False, verify=None):
     abort), then linked into place (or renamed, with `overwrite`).
 
     Raises:
-      GraphDefError: `path` appeared while writing (without `overwrite`),
-        or whatever `verify` raises; OSError: the folder is not writable
-        or the disk is full. In every case nothing was written.
+      GraphDefError: `data` is over protobuf's 2 GB limit (`MAX_BYTES`,
+        checked before anything is written), `path` appeared while writing
+        (without `overwrite`), or whatever `verify` raises; OSError: the
+        folder is not writable or the disk is full. In every case nothing
+        was written.
     """
+    if len(data) > MAX_BYTES:  # the one 2 GB refusal of every write
+        raise GraphDefError(
+            "%s: the graph is %d bytes, over protobuf's limit of %d (2 GB); "
+            "nothing was written. Keep large weights outside the GraphDef "
+            "(a SavedModel stores them as variables)." % (path, len(data), MAX_BYTES))
     try:
         atomic_write(path, data, verify=verify, keep_mode=False, exclusive=not overwrite)
     except FileExistsError:

@@ -48,7 +48,7 @@ class View:
     graph_override.frozen.wire), and whether any node may carry a gradient
     name."""
 
-    def __init__(self, graph_def, data=None, index=None):
+    def __init__(self, graph_def=None, data=None, index=None):
         self.data = data if data is not None else graph_def.SerializeToString()
         if index is None:
             index = graph_index.read_index(self.data)

@@ -61,15 +61,18 @@ def _file(name):
 
 def _nodes_class():
     """GraphDef with its nodes as raw bytes; the other GraphDef fields are
-    raw bytes too (read on demand) and written back unchanged."""
+    raw bytes too (read on demand) and written back unchanged. Every field
+    is repeated (proto2: unpacked, an empty message kept): protobuf merges
+    a singular message field given twice (two `library` fields, both of
+    whose functions TensorFlow sees), so each occurrence is kept and
+    written back, in field order as protobuf writes them."""
     fdp = _file("nodes")
+    fdp.syntax = "proto2"
     nodes = fdp.message_type.add(name="Nodes")
-    for name, number, type_, label in (("node", 1, _BYTES, _REPEATED),
-                                       ("library", 2, _BYTES, _OPTIONAL),
-                                       ("version", 3, _FD.TYPE_INT32, _OPTIONAL),
-                                       ("versions", 4, _BYTES, _OPTIONAL),
-                                       ("debug_info", 5, _BYTES, _OPTIONAL)):
-        nodes.field.add(name=name, number=number, type=type_, label=label)
+    for name, number, type_ in (("node", 1, _BYTES), ("library", 2, _BYTES),
+                                ("version", 3, _FD.TYPE_INT32), ("versions", 4, _BYTES),
+                                ("debug_info", 5, _BYTES)):
+        nodes.field.add(name=name, number=number, type=type_, label=_REPEATED)
     return _message_class(fdp, "Nodes")
 
 
@@ -136,7 +139,8 @@ _MergedFields = _merged_class(graph_pb2.GraphDef.DESCRIPTOR, "merged_fields", si
 
 def parse_nodes(data):
     """The `Nodes` message of the serialized GraphDef `data`: ``.node`` holds
-    each NodeDef's bytes; ``.library`` the function library's bytes."""
+    each NodeDef's bytes; ``.library`` the bytes of each `library` field
+    (their concatenation is the merged library)."""
     return _Nodes.FromString(data)
 
 
@@ -272,12 +276,55 @@ def append_to_nodes(data, suffixes, nodes=None):
     """The serialized GraphDef `data` with ``suffixes[i]`` (serialized
     NodeDef fields) appended to node i; protobuf merges them into the node
     when parsing (repeated and map fields add, singular fields replace).
-    Everything else is written back byte for byte."""
+    Everything else is written back byte for byte, in place when the nodes
+    come first as protobuf writes them (the bytes the C reader's `append`
+    gives), else re-serialized in field order. `nodes` (`parse_nodes(data)`,
+    if at hand) is not changed."""
     message = nodes if nodes is not None else _Nodes.FromString(data)
+    spliced = _splice(data, message.node, suffixes)
+    if spliced is not None:
+        return spliced
+    message = _Nodes.FromString(data)  # `nodes` stays as it is
     raw = message.node
     for i, suffix in suffixes.items():
         raw[i] = raw[i] + suffix
     return message.SerializeToString()
+
+
+_VARINT_LIMITS = np.array([1 << 7, 1 << 14, 1 << 21, 1 << 28])
+
+
+def _varint_bytes(n):
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _splice(data, raw, suffixes):
+    """`data` with ``suffixes[i]`` appended to node i in place, or None when
+    the nodes (`raw`, their bytes) are not the first fields of `data`, one
+    after another with minimal length prefixes."""
+    if not len(raw):
+        return None
+    lens = np.fromiter(map(len, raw), np.int64, len(raw))
+    head = 2 + np.searchsorted(_VARINT_LIMITS, lens, side="right")
+    ends = np.cumsum(head + lens).tolist()
+    if ends[-1] > len(data):
+        return None
+    lens, pieces, done = lens.tolist(), [], 0
+    for i in sorted(suffixes):
+        start, size = ends[i] - lens[i], lens[i]
+        prefix = b"\x0a" + _varint_bytes(size)
+        if data[start - len(prefix):start] != prefix or data[start:ends[i]] != raw[i]:
+            return None
+        pieces += [data[done:start - len(prefix)], b"\x0a",
+                   _varint_bytes(size + len(suffixes[i])), raw[i], suffixes[i]]
+        done = ends[i]
+    pieces.append(data[done:])
+    return b"".join(pieces)
 
 
 def has_unknown_fields(data):

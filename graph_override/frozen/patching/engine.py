@@ -1,228 +1,218 @@
-"""`graph_override.frozen.patch` and `make_portable`: apply rules to a GraphDef."""
+"""`graph_override.frozen.patch` and `make_portable`: the patch engine.
 
-import functools
+One pipeline for every graph, ``select -> check fits -> rewrite -> verify``
+(the caller writes: `graph_override.frozen.graphdef.io`), over the node
+sources of `graph_override.frozen.patching.sources`: the top-level nodes of
+a GraphDef message or of its serialized bytes alone (`patch_file`), and the
+nodes of its function bodies (`library.FunctionNodes`).
 
-import tensorflow as tf
-from tensorflow.core.framework import graph_pb2, node_def_pb2
+Gradient names are set on top-level nodes in one way, by appending the
+attr to each selected node's bytes (`GraphNodes.set_names`); other changes
+(remove, the stop_gradient form) are made on a copy of the message first.
+A graph kept as bytes is only ever given names: anything else raises
+`NeedsMessage`, and its caller parses the graph and runs the engine on the
+message.
+"""
+
+import dataclasses
+
+from tensorflow.core.framework import graph_pb2
 
 from graph_override import _compat, estimators, registry
 from graph_override.frozen.graphdef.views import (GRADIENT_ATTR, View, gradient_attr,
                                                   node_list, nodes_by_gradient)
 from graph_override.frozen.inspection.inspector import v1_loops
 from graph_override.frozen.inspection.report import V1_LOOP_HELP
-from graph_override.frozen.patching import library
-from graph_override.frozen.patching import portable as portable_form
 from graph_override.frozen.patching import verify
+from graph_override.frozen.patching.library import FunctionNodes
 from graph_override.frozen.patching.report import NodeChange, NodeChanges, PatchReport
-from graph_override.frozen.patching.rules import RuleError, as_rules, check_matches, select
+from graph_override.frozen.patching.rules import RuleError, as_rules, check_matches
+from graph_override.frozen.patching.sources import GraphNodes, name_entries
 from graph_override.errors import GraphDefError
 
-__all__ = ["loop_warnings", "make_portable", "patch", "set_names"]
+__all__ = ["NeedsMessage", "loop_warnings", "make_portable", "patch", "run"]
 
 
-
-def _data_inputs(node):
-    return [i for i in node.input if not i.startswith("^")]
-
-
-def _float_dtype(enum, what, node, detail=""):
-    """`enum` if it is a float DataType; else a RuleError naming the node."""
-    try:
-        dtype = tf.as_dtype(enum)
-    except TypeError:
-        dtype = None
-    if dtype not in estimators.FLOAT_DTYPES:
-        raise RuleError("%s: node %r (op %s)%s has dtype %s; estimators need "
-                        "float16, bfloat16, float32 or float64" % (
-                            what, node.name, node.op, detail,
-                            dtype.name if dtype is not None else "enum %d" % enum))
-    return enum
+class NeedsMessage(Exception):
+    """The rules need more than names set on a graph kept as bytes."""
 
 
-def _dtype(node, what):
-    attr = node.attr.get("T")
-    if attr is not None and attr.type:
-        return _float_dtype(attr.type, what, node)
-    enum = verify.output_dtypes(node)[0]  # input 0's type, as the OpDef fixes it
-    if enum is None:
-        raise RuleError("%s: node %r (op %s) has no 'T' dtype attr, so no "
-                        "stop_gradient form can be built for it" % (what, node.name, node.op))
-    return _float_dtype(enum, what, node)
+@dataclasses.dataclass
+class _Plan:
+    """What `select` chose, for the steps after it."""
+    graph: GraphNodes
+    bodies: FunctionNodes
+    rules: list
+    what: str
+    portable: bool
+    allow_replace: bool
+    selected: dict = None      # {rule index: [node indices]}
+    owner: dict = None         # {node index: rule index}
+    in_functions: dict = None  # {rule index: [(function index, node index)]}
+
+    @property
+    def in_bodies(self):
+        return any(self.in_functions.values())
+
+    pairs: set = None          # the distinct (op type, rule index) of `owner`
+    sets_only: bool = False    # every change sets a name on a top-level node
 
 
-def _rewrite_identity_n(node, rule, names, what):
-    """The outputs of a tf.custom_gradient IdentityN (inputs: k results, then
-    k arguments) become stop_gradient forms of result i with the estimator's
-    gradient into argument i; the dead gradient name is dropped."""
-    inputs = _data_inputs(node)
-    types = list(node.attr["T"].list.type) if "T" in node.attr else []
-    k = len(inputs) // 2
-    if (len(inputs) % 2 or k == 0 or len(types) != len(inputs)
-            or types[:k] != types[k:]):
-        raise RuleError(
-            "%s: node %r (IdentityN, inputs %s) is not the tf.custom_gradient "
-            "pattern of k results followed by k arguments of the same dtypes, "
-            "so an estimator cannot be placed on it; use remove or a registered "
-            "gradient name" % (what, node.name, inputs))
-    if not estimators.ESTIMATORS[rule.estimator].linear:
-        raise RuleError("%s: %s on node %r: its gradient is not linear in dy, "
-                        "which the stop_gradient form needs; use a registered "
-                        "gradient name instead" % (what, rule.estimator, node.name))
-    added = b""
-    for i in range(k):
-        _float_dtype(types[i], what, node, " input %d" % i)
-        prefix = "%s/graph_override_portable_%d/" % (node.name, i)
-        out_name = prefix + "out"
-        added += _claim(names, portable_form.stamp(
-            rule.estimator, rule.params, types[i], x_ref=inputs[k + i],
-            y_ref=inputs[i], prefix=prefix, out_name=out_name, device=node.device), what)
-        node.input[i] = out_name
-    if GRADIENT_ATTR in node.attr:
-        del node.attr[GRADIENT_ATTR]
-    return added
+def run(graph, rules, *, what, portable=False, on_no_match="raise", allow_replace=False):
+    """Runs the pipeline on `graph` (a `GraphNodes`): select, check fits,
+    rewrite, verify.
+
+    Returns:
+      ``(new graph, PatchReport, {node index: rule index})``: the new graph
+      is a GraphDef for a message, serialized bytes for a graph kept as
+      bytes.
+
+    Raises:
+      NeedsMessage: `graph` is kept as bytes and the rules need more than
+        names set on its nodes. RuleError, NoMatchError, UnknownOpTypeError:
+        see `patch`.
+    """
+    bytes_only = graph.graph_def is None
+    if bytes_only and (graph.view.has_gradient_attrs or any(
+            r.remove or r.gradient_op_type is not None for r in rules)):
+        raise NeedsMessage()
+    plan = _select(graph, rules, what, portable, allow_replace, on_no_match)
+    if bytes_only and (not plan.sets_only or verify.needs_import(
+            graph.ops, plan.owner, rules, plan.pairs)):
+        raise NeedsMessage()
+    _check(plan)
+    new, changes, nodes_added, rewritten = _rewrite(plan)
+    report = PatchReport(changes=changes, nodes_added=nodes_added, portable=portable,
+                         rule_matches=[(str(r), len(plan.selected[j]) + len(
+                             plan.in_functions.get(j, ()))) for j, r in enumerate(rules)])
+    _verify(plan, new, report, rewritten)
+    return new, report, plan.owner
 
 
-def _claim(names, stamped, what):
-    """Adds the names of the `stamped` nodes to `names`, refusing any already
-    taken; returns their bytes."""
-    new_names, data = stamped
-    for name in new_names:
-        if name in names:
-            raise RuleError("%s: node name %r exists already; was this graph "
-                            "patched or made portable before?" % (what, name))
-        names.add(name)
-    return data
-
-
-def _rewrite_node(node, rule, names, what):
-    """Node N (one used output) becomes N/graph_override_forward; a
-    stop_gradient form of it takes the name N."""
-    inputs = _data_inputs(node)
-    if not inputs:
-        raise RuleError("%s: node %r (op %s) has no input to pass a gradient to"
-                        % (what, node.name, node.op))
-    dtype = _dtype(node, what)
-    original = node.name
-    forward = original + "/graph_override_forward"
-    if forward in names:
-        raise RuleError("%s: node name %r exists already; was this graph made "
-                        "portable before?" % (what, forward))
-    names.add(forward)
-    names.discard(original)  # the stop_gradient form takes it over
-    node.name = forward
-    if GRADIENT_ATTR in node.attr:
-        del node.attr[GRADIENT_ATTR]
-    return _claim(names, portable_form.stamp(
-        rule.estimator, rule.params, dtype, x_ref=inputs[0], y_ref=forward,
-        prefix=original + "/graph_override_portable/", out_name=original,
-        device=node.device), what)
-
-
-def _apply(graph_def, rules, on_no_match, portable, allow_replace=False):
-    what = "make_portable" if portable else "patch"
-    if not isinstance(graph_def, graph_pb2.GraphDef):
-        raise GraphDefError("%s(): expected a tf.compat.v1.GraphDef, got %s"
-                            % (what, type(graph_def).__name__))
-    rules = as_rules(rules)
+def _select(graph, rules, what, portable, allow_replace, on_no_match):
     if portable:
-        for rule in rules:
-            if rule.gradient is not None and not (  # TensorFlow's own resolve anywhere
-                    _compat.is_op_type(rule.gradient) and _compat.has_gradient_entry(rule.gradient)):
-                raise RuleError(
-                    "make_portable: rule %s sets the registered name %r, which "
-                    "plain TensorFlow cannot resolve in a new process; use a "
-                    "built-in estimator, or patch() instead" % (rule, rule.gradient))
-            if rule.estimator is not None and not estimators.ESTIMATORS[rule.estimator].linear:
-                raise RuleError(
-                    "make_portable: %s cannot be made portable: a clipped "
-                    "gradient is not linear in dy, which no stop_gradient "
-                    "identity can express. Use patch() and import the result "
-                    "with graph_override.frozen.import_graph_def." % rule.estimator)
-    view = View(graph_def)
-    selected, owner = select(graph_def, view, rules)
-    in_functions = (library.select_function_nodes(graph_def, rules)
-                    if graph_def.library.function else {})
-    check_matches(rules, {r: list(selected[r]) + in_functions.get(r, [])
-                          for r in selected}, on_no_match)
-    if portable and owner:
-        _check_single_output(graph_def, owner, rules)
-    verify.check_fits(graph_def, view.ops, owner, rules, what, allow_replace=allow_replace)
-    if not portable and not view.has_gradient_attrs and not any(
-            in_functions.values()) and not any(
-            rules[r].remove or (rules[r].estimator and view.ops[i] == "IdentityN")
-            for i, r in owner.items()):
-        new, report = _set_names_fast(graph_def, view, rules, selected, owner)
-        report.warnings = loop_warnings(graph_def, view)
-        return new, report
+        _check_portable_rules(rules)
+    bodies = FunctionNodes(graph.graph_def) if graph.graph_def is not None else None
+    plan = _Plan(graph, bodies, rules, what, portable, allow_replace)
+    plan.selected, plan.owner = graph.select(rules)
+    plan.in_functions = bodies.select(rules) if bodies is not None else {}
+    check_matches(rules, {r: list(plan.selected[r]) + plan.in_functions.get(r, [])
+                          for r in plan.selected}, on_no_match)
+    # Read by op type and rule, not node by node: a million nodes cost no loop.
+    plan.pairs = verify.op_rule_pairs(graph.ops, plan.owner)
+    plan.sets_only = (not portable and not plan.in_bodies
+                      and graph.only_sets_names(plan.pairs, rules))
+    return plan
+
+
+def _check_portable_rules(rules):
+    for rule in rules:
+        if rule.gradient is not None and not (  # TensorFlow's own resolve anywhere
+                _compat.is_op_type(rule.gradient) and _compat.has_gradient_entry(rule.gradient)):
+            raise RuleError(
+                "make_portable: rule %s sets the registered name %r, which "
+                "plain TensorFlow cannot resolve in a new process; use a "
+                "built-in estimator, or patch() instead" % (rule, rule.gradient))
+        if rule.estimator is not None and not estimators.ESTIMATORS[rule.estimator].linear:
+            raise RuleError(
+                "make_portable: %s cannot be made portable: a clipped "
+                "gradient is not linear in dy, which no stop_gradient "
+                "identity can express. Use patch() and import the result "
+                "with graph_override.frozen.import_graph_def." % rule.estimator)
+
+
+def _check(plan):
+    """Refuses, before anything changes, a rule that cannot work on a node
+    it selects, at the top level or in a function body."""
+    if plan.portable and plan.owner:
+        _check_single_output(plan.graph, plan.owner, plan.rules)
+    plan.graph.check(plan.owner, plan.rules, plan.what, plan.allow_replace, plan.pairs)
+    if plan.in_bodies:
+        plan.bodies.check(plan.in_functions, plan.rules, plan.what, plan.allow_replace)
+
+
+def _rewrite(plan):
+    """(new graph, changes, nodes added, functions rewritten)."""
+    graph, rules = plan.graph, plan.rules
+    # Every name resolves before anything changes, whether a node gets it or not.
+    # (make_portable sets names only where a rule names one of TensorFlow's own.)
+    entries = (name_entries(rules) if not plan.portable
+               or any(r.gradient is not None for r in rules) else None)
+    if plan.sets_only:
+        order = sorted(plan.owner)
+        data = graph.set_names(graph.view.data, plan.owner, rules, entries, plan.pairs, order)
+        changes = NodeChanges(graph.names, graph.ops, order, plan.owner,
+                              [r.target for r in rules], [str(r) for r in rules])
+        if graph.graph_def is None:
+            return data, changes, 0, []
+        return graph_pb2.GraphDef.FromString(data), changes, 0, []
     # A copy: parsing the bytes at hand is faster than CopyFrom.
-    new = graph_pb2.GraphDef.FromString(view.data)
-    changes, added = [], []  # added: serialized GraphDef node fields
-    names = None
-    if portable or any(view.ops[i] == "IdentityN" for i in owner
-                       if rules[owner[i]].estimator):
-        names = set(view.names)
-    # Per rule, once: its text, target name (resolved) and encoded bytes.
-    texts = [str(r) for r in rules]
-    targets = [r.target for r in rules]
-    encoded = [None if t is None else t.encode("utf-8") for t in targets]
-    for target in targets:
-        if target is not None and not portable:
-            registry.resolve(target)
-    nodes = new.node
-    for i in sorted(owner):
-        r = owner[i]
-        rule = rules[r]
-        node = nodes[i]
-        attrs = node.attr
+    new = graph_pb2.GraphDef.FromString(graph.view.data)
+    changes, added, sets = _rewrite_top_level(plan, new)
+    nodes_added, rewritten = 0, []
+    if plan.in_bodies:
+        plan.bodies.bind(new)
+        body_changes, nodes_added, rewritten = plan.bodies.rewrite(
+            plan.in_functions, rules, plan.what, portable=plan.portable,
+            dtype=verify.node_dtype, set_name=_set_name)
+        changes += [NodeChange(*c) for c in body_changes]
+    if sets or added:
+        count = len(new.node)
+        data = new.SerializeToString()
+        if sets:
+            data = graph.set_names(data, sets, rules, entries)
+        new = graph_pb2.GraphDef.FromString(data + b"".join(added))
+        nodes_added += len(new.node) - count
+    return new, changes, nodes_added, rewritten
+
+
+def _set_name(node, name):
+    """Sets the (resolved) gradient name of a function body node, a NodeDef."""
+    node.attr[GRADIENT_ATTR].s = name.encode("utf-8")
+
+
+def _rewrite_top_level(plan, new):
+    """Removes names and stamps stop_gradient forms on `new` (a copy);
+    returns (changes, serialized nodes to add, {node index: rule index}
+    of the names to set)."""
+    graph, rules, view = plan.graph, plan.rules, plan.graph.view
+    changes, added, sets = [], [], {}
+    taken = set(graph.names) if plan.portable or any(
+        rules[r].estimator and op == "IdentityN" for op, r in plan.pairs) else None
+    for i in sorted(plan.owner):
+        r = plan.owner[i]
+        rule, node = rules[r], new.node[i]
         before = (gradient_attr(node) if view.has_gradient_attrs
-                  and GRADIENT_ATTR in attrs else None)
-        name, op = view.names[i], view.ops[i]
+                  and GRADIENT_ATTR in node.attr else None)
+        change = NodeChange(graph.names[i], graph.ops[i], "set", before, rule.target, str(rule))
         if rule.remove:
             if before is None:
                 continue
-            del attrs[GRADIENT_ATTR]
-            changes.append(NodeChange(name, op, "remove", before, None, texts[r]))
-        elif rule.estimator is not None and op == "IdentityN":
-            added.append(_rewrite_identity_n(node, rule, names, what))
-            changes.append(NodeChange(name, op, "rewrite", before,
-                                      "stop_gradient form of " + targets[r], texts[r]))
-        elif portable and rule.estimator is not None:
-            added.append(_rewrite_node(node, rule, names, what))
-            changes.append(NodeChange(name, op, "rewrite", before,
-                                      "stop_gradient form of " + targets[r], texts[r]))
+            del node.attr[GRADIENT_ATTR]
+            change.action, change.after = "remove", None
+        elif rule.estimator is not None and (plan.portable or graph.ops[i] == "IdentityN"):
+            added.append(graph.rewrite(new, i, rule, taken, plan.what, verify.node_dtype))
+            change.action, change.after = "rewrite", "stop_gradient form of " + rule.target
         else:
-            if rule.estimator is not None and not _takes_inputs(op):
-                inputs = node.input
-                if not inputs or inputs[0].startswith("^"):
-                    raise RuleError("patch: node %r (op %s) has no input to pass a "
-                                    "gradient to; narrow the rule %s" % (name, op, rule))
-            attrs[GRADIENT_ATTR].s = encoded[r]
-            changes.append(NodeChange(name, op, "set", before, targets[r], texts[r]))
-    function_changes, function_nodes, rewritten = [], 0, []
-    if any(in_functions.values()):
-        function_changes, function_nodes, rewritten = library.apply_to_functions(
-            new, in_functions, rules, what, portable=portable,
-            allow_replace=allow_replace, dtype_of=_dtype)
-        changes += [NodeChange(*c) for c in function_changes]
-    nodes_added = function_nodes
-    if added:
-        count = len(new.node)
-        new = graph_pb2.GraphDef.FromString(new.SerializeToString() + b"".join(added))
-        nodes_added += len(new.node) - count
-    report = PatchReport(changes=changes, nodes_added=nodes_added, portable=portable,
-                         rule_matches=[(str(r), len(selected[j]) + len(in_functions.get(j, ())))
-                                       for j, r in enumerate(rules)])
-    if portable:
+            sets[i] = r
+        changes.append(change)
+    return changes, added, sets
+
+
+def _verify(plan, new, report, rewritten):
+    """The report's warnings; a rewritten graph is imported before it is
+    returned."""
+    if plan.portable:
         report.unresolved_left = _non_portable_names(new)
-    if nodes_added:
-        verify.check_imports(new, what, rewritten)
-    report.warnings = loop_warnings(graph_def, view)
-    return new, report
+    if report.nodes_added:
+        verify.check_imports(new, plan.what, rewritten)
+    report.warnings = loop_warnings(plan.graph)
 
 
-def loop_warnings(graph_def, view):
-    """The TF1 while loops that keep tf.gradients from working on the result."""
-    loops = v1_loops(graph_def, view.ops)
+def loop_warnings(graph):
+    """The TF1 while loops that keep tf.gradients from working on the
+    result of patching `graph` (a `GraphNodes`)."""
+    loops = v1_loops(graph, graph.ops)
     if not loops:
         return []
     return ["the graph holds %d TF1 while loop(s) (%s): tf.gradients through them "
@@ -231,73 +221,14 @@ def loop_warnings(graph_def, view):
                 + (" ..." if len(loops) > 5 else ""), V1_LOOP_HELP)]
 
 
-def _set_names_fast(graph_def, view, rules, selected, owner):
-    """`patch` when every change sets a name on a node that has none (see
-    `set_names`); the new GraphDef is parsed once from the bytes."""
-    data, report = set_names(view, rules, selected, owner, lambda i: graph_def.node[i])
-    return graph_pb2.GraphDef.FromString(data), report
-
-
-def set_names(view, rules, selected, owner, node_at, pairs=None):
-    """The bytes and `PatchReport` of `patch` when every change sets a name
-    on a node that has none: the attr is appended to each selected node's
-    bytes (protobuf merges it into the node's attr map), everything else is
-    kept byte for byte.
-
-    Args:
-      view: a `View` (names, op types, bytes) of the graph.
-      rules, selected, owner: the rules and what `select` gave.
-      node_at: node index -> NodeDef, read only for nodes whose op type may
-        have no data input.
-      pairs: `verify.op_rule_pairs(view.ops, owner)`, if at hand.
-    """
-    texts = [str(r) for r in rules]
-    targets = [r.target for r in rules]
-    entries = []
-    for target in targets:
-        if target is None:  # a remove rule, here selecting no node
-            entries.append(None)
-            continue
-        registry.resolve(target)
-        entry = node_def_pb2.NodeDef()
-        entry.attr[GRADIENT_ATTR].s = target.encode("utf-8")
-        entries.append(entry.SerializeToString())
-    pairs = pairs if pairs is not None else verify.op_rule_pairs(view.ops, owner)
-    unchecked = {op for op, r in pairs
-                 if rules[r].estimator is not None and not _takes_inputs(op)}
-    if unchecked:
-        for i, r in owner.items():
-            if rules[r].estimator is not None and view.ops[i] in unchecked:
-                inputs = node_at(i).input
-                if not inputs or inputs[0].startswith("^"):
-                    raise RuleError("patch: node %r (op %s) has no input to pass a "
-                                    "gradient to; narrow the rule %s"
-                                    % (view.index.name(i), view.ops[i], rules[r]))
-    order = sorted(owner)
-    data = view.index.append_entries(view.data, order, [owner[i] for i in order], entries)
-    changes = NodeChanges(view.index.lazy_names, view.ops, order, owner, targets, texts)
-    report = PatchReport(changes=changes, rule_matches=[
-        (texts[j], len(selected[j])) for j in range(len(rules))])
-    return data, report
-
-
-@functools.lru_cache(maxsize=256)
-def _takes_inputs(op_type):
-    """True if every node of `op_type` has a data input (its OpDef has a
-    single-tensor input argument), so nodes need no check one by one."""
-    op_def = _compat.op_def(op_type)
-    return op_def is not None and any(
-        not (a.number_attr or a.type_list_attr) for a in op_def.input_arg)
-
-
-def _check_single_output(graph_def, owner, rules):
+def _check_single_output(graph, owner, rules):
     """make_portable replaces output 0 only: refuse nodes whose other outputs
     are used (IdentityN of tf.custom_gradient is handled separately)."""
-    chosen = {graph_def.node[i].name for i in owner
-              if rules[owner[i]].estimator and graph_def.node[i].op != "IdentityN"}
+    chosen = {graph.names[i] for i in owner
+              if rules[owner[i]].estimator and graph.ops[i] != "IdentityN"}
     if not chosen:
         return
-    for node in graph_def.node:
+    for node in graph.graph_def.node:
         for inp in node.input:
             base, sep, index = inp.lstrip("^").partition(":")
             if sep and index != "0" and base in chosen:
@@ -312,6 +243,16 @@ def _non_portable_names(graph_def):
             for name, nodes in nodes_by_gradient(graph_def).items()
             if registry.parse_builtin_name(name) is not None
             or not _compat.has_gradient_entry(name)]
+
+
+def _message(graph_def, rules, what, **kwargs):
+    """`run` on a GraphDef message; returns (new GraphDef, PatchReport)."""
+    if not isinstance(graph_def, graph_pb2.GraphDef):
+        raise GraphDefError("%s(): expected a tf.compat.v1.GraphDef, got %s"
+                            % (what, type(graph_def).__name__))
+    rules = as_rules(rules)
+    new, report, _ = run(GraphNodes(View(graph_def), graph_def), rules, what=what, **kwargs)
+    return new, report
 
 
 def patch(graph_def, rules, *, on_no_match="raise", allow_replace=False):
@@ -356,8 +297,8 @@ def patch(graph_def, rules, *, on_no_match="raise", allow_replace=False):
       RuleError: a rule that cannot work on a node it selects (see above);
         UnknownOpTypeError, NoMatchError: see above.
     """
-    return _apply(graph_def, rules, on_no_match, portable=False,
-                  allow_replace=allow_replace)
+    return _message(graph_def, rules, "patch", on_no_match=on_no_match,
+                    allow_replace=allow_replace)
 
 
 def make_portable(graph_def, rules, *, on_no_match="raise", allow_replace=False):
@@ -396,5 +337,5 @@ def make_portable(graph_def, rules, *, on_no_match="raise", allow_replace=False)
         scale_gradient on a non-identity without `allow_replace`);
         UnknownOpTypeError, NoMatchError as in `patch`.
     """
-    return _apply(graph_def, rules, on_no_match, portable=True,
-                  allow_replace=allow_replace)
+    return _message(graph_def, rules, "make_portable", portable=True,
+                    on_no_match=on_no_match, allow_replace=allow_replace)

@@ -30,33 +30,20 @@ from graph_override import _compat
 from graph_override.errors import RuleError
 from graph_override.frozen.graphdef.functions import body_modes, called_functions
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, gradient_attr
-from graph_override.frozen.patching import portable as portable_form
+from graph_override.frozen.patching import verify
+from graph_override.frozen.patching.sources import stamp_over
 from tensorflow.core.framework import graph_pb2
 
-__all__ = ["apply_to_functions", "rename_changed_functions", "rename_library",
-           "rewrite_function_node", "select_function_nodes"]
+__all__ = ["FunctionNodes", "rename_changed_functions", "rename_library"]
 
-def select_function_nodes(graph_def, rules):
-    """{rule index: [(function index, node index)]}, the first rule
-    selecting a node winning; name regexes see ``FUNCTION/NODE``."""
-    selected = collections.OrderedDict((r, []) for r in range(len(rules)))
-    searches = [re.compile(r.name_regex).search if r.name_regex is not None else None
-                for r in rules]
-    for f, function in enumerate(graph_def.library.function):
-        fname = function.signature.name
-        for i, node in enumerate(function.node_def):
-            for r, rule in enumerate(rules):
-                if rule.op_type is not None and node.op != rule.op_type:
-                    continue
-                if searches[r] is not None and not searches[r]("%s/%s" % (fname, node.name)):
-                    continue
-                if rule.gradient_op_type is not None:
-                    gname = gradient_attr(node)
-                    if gname is None or not fnmatch.fnmatchcase(gname, rule.gradient_op_type):
-                        continue
-                selected[r].append((f, i))
-                break
-    return selected
+_SYMBOLIC = (
+    "%s: node %r is inside %s, which TensorFlow differentiates as a whole "
+    "through a PartitionedCall (a SymbolicGradient node, in C++): a "
+    "gradient name set there would be silently ignored, and the "
+    "stop_gradient form has ops without C++ gradients. Inline the call "
+    "first (freezing with convert_variables_to_constants_v2 inlines "
+    "PartitionedCall bodies), or select nodes outside it; remove rules "
+    "work.")
 
 
 def _output_arg(op_type, index):
@@ -68,15 +55,132 @@ def _output_arg(op_type, index):
     return "%s:0" % op_def.output_arg[index].name
 
 
-def _first_output_ref(node):
-    """How function nodes refer to output 0 of `node`: ``NODE:ARG:0``."""
-    return "%s:%s" % (node.name, _output_arg(node.op, 0))
+class FunctionNodes:
+    """The nodes of the function bodies of `graph_def`, the engine's third
+    node source: selected by the same rules (name regexes see
+    ``FUNCTION/NODE``), checked, and rewritten in place in `graph_def`
+    (a copy, once `bind` gave it)."""
+
+    def __init__(self, graph_def):
+        self.graph_def = graph_def
+        self._modes = None
+
+    def select(self, rules):
+        """{rule index: [(function index, node index)]}, the first rule
+        selecting a node winning."""
+        selected = collections.OrderedDict((r, []) for r in range(len(rules)))
+        if not self.graph_def.library.function:
+            return selected
+        searches = [re.compile(r.name_regex).search if r.name_regex is not None else None
+                    for r in rules]
+        for f, function in enumerate(self.graph_def.library.function):
+            fname = function.signature.name
+            for i, node in enumerate(function.node_def):
+                r = _first_rule(rules, searches, fname, node)
+                if r is not None:
+                    selected[r].append((f, i))
+        return selected
+
+    def check(self, selected, rules, what, allow_replace):
+        """Refuses, before anything changes, a rule that could not take
+        effect (an estimator or a gradient name in a PartitionedCall body)
+        and what `patch` refuses on top-level nodes."""
+        if self._modes is None:
+            self._modes = body_modes(self.graph_def)
+        shapes = collections.defaultdict(list)
+        for f, i, r in _back_to_front(selected):
+            rule, function = rules[r], self.graph_def.library.function[f]
+            node, fname = function.node_def[i], function.signature.name
+            if rule.remove:
+                continue
+            address = "%s/%s" % (fname, node.name)
+            if self._modes.get(fname) == "symbolic":
+                raise RuleError(_SYMBOLIC % (what, address, fname))
+            if rule.gradient is not None:
+                continue
+            if node.op == "IdentityN":
+                raise RuleError("%s: node %r: an estimator on an IdentityN inside a "
+                                "function body is not supported; use remove, or select "
+                                "the op the IdentityN wraps" % (what, address))
+            verify.check_fits_node(node, address, rule, what, allow_replace=allow_replace)
+            shapes[fname].append((node.name, rule))
+        if what == "patch":
+            for fname, named in shapes.items():
+                verify.check_function_shapes(self.graph_def, fname, named, what)
+
+    def bind(self, graph_def):
+        """Rewrites go to `graph_def` (the new graph) from here on."""
+        self.graph_def = graph_def
+
+    def rewrite(self, selected, rules, what, *, portable, dtype, set_name):
+        """Applies `rules` to the `selected` nodes; renames the functions
+        changed (`rename_changed_functions`).
+
+        Returns:
+          (changes as NodeChange arguments, nodes added, names of the
+          functions rewritten into the stop_gradient form).
+        """
+        functions = self.graph_def.library.function
+        changes, added, rewritten = [], 0, []
+        # Rewrites append nodes: go through each function's nodes from the back.
+        for f, i, r in _back_to_front(selected):
+            rule, function = rules[r], functions[f]
+            node = function.node_def[i]
+            change = [function.signature.name + "/" + node.name, node.op, "set",
+                      gradient_attr(node), rule.target, str(rule)]
+            if rule.remove:
+                if change[3] is None:
+                    continue
+                del node.attr[GRADIENT_ATTR]
+                change[2] = "remove"
+            elif portable and rule.gradient is None:
+                added += _rewrite_body_node(function, i, rule, dtype, what)
+                rewritten.append(function.signature.name)
+                change[2:5] = ["rewrite", change[3], "stop_gradient form of " + rule.target]
+            else:
+                set_name(node, rule.target)
+            changes.append(tuple(change))
+        changed = {c[0].split("/", 1)[0] for c in changes}
+        renamed = rename_changed_functions(self.graph_def, changed) if changed else {}
+        changes.sort(key=lambda c: c[0])
+        return changes, added, [renamed.get(n, n) for n in dict.fromkeys(rewritten)]
 
 
-def rewrite_function_node(function, index, rule, dtype, what):
+def _first_rule(rules, searches, fname, node):
+    """The index of the first rule selecting body node `node`, or None."""
+    for r, rule in enumerate(rules):
+        if rule.op_type is not None and node.op != rule.op_type:
+            continue
+        if searches[r] is not None and not searches[r]("%s/%s" % (fname, node.name)):
+            continue
+        if rule.gradient_op_type is not None:
+            gname = gradient_attr(node)
+            if gname is None or not fnmatch.fnmatchcase(gname, rule.gradient_op_type):
+                continue
+        return r
+    return None
+
+
+def _back_to_front(selected):
+    """(function index, node index, rule index) of `selected`, each
+    function's nodes from the back."""
+    by_node = [(f, i, r) for r, picked in selected.items() for f, i in picked]
+    return sorted(by_node, key=lambda t: (t[0], -t[1]))
+
+
+def _users_of_other_outputs(function, node, old_ref):
+    """Who reads an output of `node` other than its first, in `function`."""
+    users = [n.name for n in function.node_def for ref in n.input
+             if ref.startswith(node.name + ":") and ref != old_ref]
+    return users + ["the function's result %r" % key for key, ref in function.ret.items()
+                    if ref.startswith(node.name + ":") and ref != old_ref]
+
+
+def _rewrite_body_node(function, index, rule, dtype_of, what):
     """Rewrites node `index` of `function` (a FunctionDef, changed in place)
-    into the stop_gradient form of `rule`'s estimator, as
-    `graph_override.frozen.make_portable` does with top-level nodes.
+    into the stop_gradient form of `rule`'s estimator (`stamp_over`, as for
+    top-level nodes), its references written as FunctionDefs write them
+    (``NODE:ARG:0``); returns the number of nodes added.
 
     Raises:
       RuleError: the node has no data input, or its outputs other than
@@ -85,49 +189,20 @@ def rewrite_function_node(function, index, rule, dtype, what):
     node = function.node_def[index]
     fname = function.signature.name
     address = "%s/%s" % (fname, node.name)
-    inputs = [i for i in node.input if not i.startswith("^")]
-    if not inputs:
-        raise RuleError("%s: node %r (op %s) has no input to pass a gradient to"
-                        % (what, address, node.op))
-    old_ref = _first_output_ref(node)
-    users = [n.name for n in function.node_def for ref in n.input
-             if ref.startswith(node.name + ":") and ref != old_ref]
-    users += ["the function's result %r" % key for key, ref in function.ret.items()
-              if ref.startswith(node.name + ":") and ref != old_ref]
+    old_ref = "%s:%s" % (node.name, _output_arg(node.op, 0))
+    users = _users_of_other_outputs(function, node, old_ref)
     if users:
         raise RuleError("%s: node %r is used through an output other than its first "
                         "(by %s); only single-output nodes can be rewritten"
                         % (what, address, users[0]))
-    names = {n.name for n in function.node_def}
-    original = node.name
-    forward = original + "/graph_override_forward"
-    if forward in names:
-        raise RuleError("%s: node name %r exists already in function %s; was this "
-                        "graph patched or made portable before?" % (what, forward, fname))
-    node.name = forward
-    if GRADIENT_ATTR in node.attr:
-        del node.attr[GRADIENT_ATTR]
-    new_names, data = portable_form.stamp(
-        rule.estimator, rule.params, dtype, x_ref=inputs[0],
-        y_ref="%s:%s" % (forward, _output_arg(node.op, 0)),
-        prefix=original + "/graph_override_portable/", out_name=original,
-        device=node.device)
-    taken = names.intersection(n for n in new_names if n != original)
-    if taken:
-        raise RuleError("%s: node name %r exists already in function %s; was this "
-                        "graph patched or made portable before?"
-                        % (what, sorted(taken)[0], fname))
+    original, arg = node.name, _output_arg(node.op, 0)
+    _, data = stamp_over(node, rule, dtype_of, {n.name for n in function.node_def}, what,
+                         y_ref=lambda forward: "%s:%s" % (forward, arg),
+                         address=address, where=" in function %s" % fname)
     stamped = graph_pb2.GraphDef.FromString(data).node
     ops = {n.name: n.op for n in stamped}
     for new in stamped:
-        refs = []
-        for ref in new.input:
-            control = ref.startswith("^")
-            body = ref[1:] if control else ref
-            base, _, k = body.partition(":")
-            if not control and base in ops and body.count(":") < 2:
-                body = "%s:%s" % (base, _output_arg(ops[base], int(k or 0)))
-            refs.append(("^" if control else "") + body)
+        refs = [_body_ref(ref, ops) for ref in new.input]
         del new.input[:]
         new.input.extend(refs)
     function.node_def.extend(stamped)
@@ -142,75 +217,15 @@ def rewrite_function_node(function, index, rule, dtype, what):
     return len(stamped)
 
 
-def apply_to_functions(graph_def, selected, rules, what, *, portable, allow_replace,
-                       dtype_of):
-    """Applies `rules` to the function nodes `selected` picked, in
-    `graph_def` (a copy, changed in place).
-
-    Returns:
-      (changes as NodeChange arguments, nodes added, names of the
-      functions rewritten).
-
-    Raises:
-      RuleError: a rule that could not take effect (an estimator or a
-        gradient name in a PartitionedCall body), and what `patch` refuses
-        on top-level nodes.
-    """
-    from graph_override import registry  # pylint: disable=import-outside-toplevel
-    from graph_override.frozen.patching import verify  # pylint: disable=import-outside-toplevel
-    modes = body_modes(graph_def)
-    functions = graph_def.library.function
-    changes, added, rewritten, shapes = [], 0, [], collections.defaultdict(list)
-    by_node = sorted((f, i, r) for r, picked in selected.items() for f, i in picked)
-    # Rewrites append nodes: go through each function's nodes from the back.
-    for f, i, r in sorted(by_node, key=lambda t: (t[0], -t[1])):
-        rule, function = rules[r], functions[f]
-        node = function.node_def[i]
-        fname = function.signature.name
-        address = "%s/%s" % (fname, node.name)
-        symbolic = modes.get(fname) == "symbolic"
-        before = gradient_attr(node)
-        if rule.remove:
-            if before is not None:
-                del node.attr[GRADIENT_ATTR]
-                changes.append((address, node.op, "remove", before, None, str(rule)))
-            continue
-        if symbolic:
-            raise RuleError(
-                "%s: node %r is inside %s, which TensorFlow differentiates as a whole "
-                "through a PartitionedCall (a SymbolicGradient node, in C++): a "
-                "gradient name set there would be silently ignored, and the "
-                "stop_gradient form has ops without C++ gradients. Inline the call "
-                "first (freezing with convert_variables_to_constants_v2 inlines "
-                "PartitionedCall bodies), or select nodes outside it; remove rules "
-                "work." % (what, address, fname))
-        if rule.gradient is not None:
-            registry.resolve(rule.gradient)
-            node.attr[GRADIENT_ATTR].s = rule.gradient.encode("utf-8")
-            changes.append((address, node.op, "set", before, rule.gradient, str(rule)))
-            continue
-        if node.op == "IdentityN":
-            raise RuleError("%s: node %r: an estimator on an IdentityN inside a function "
-                            "body is not supported; use remove, or select the op the "
-                            "IdentityN wraps" % (what, address))
-        verify.check_fits_node(node, address, rule, what, allow_replace=allow_replace)
-        if portable:
-            added += rewrite_function_node(function, i, rule, dtype_of(node, what), what)
-            if fname not in rewritten:
-                rewritten.append(fname)
-            changes.append((address, node.op, "rewrite", before,
-                            "stop_gradient form of " + rule.target, str(rule)))
-        else:
-            registry.resolve(rule.target)
-            node.attr[GRADIENT_ATTR].s = rule.target.encode("utf-8")
-            shapes[fname].append((node.name, rule))
-            changes.append((address, node.op, "set", before, rule.target, str(rule)))
-    for fname, named in shapes.items():
-        verify.check_function_shapes(graph_def, fname, named, what)
-    changed = {c[0].split("/", 1)[0] for c in changes}
-    renamed = rename_changed_functions(graph_def, changed) if changed else {}
-    changes.sort(key=lambda c: c[0])
-    return changes, added, [renamed.get(n, n) for n in rewritten]
+def _body_ref(ref, ops):
+    """A stamped node's input `ref` (``NODE`` or ``NODE:k``) as a function
+    body writes it (``NODE:ARG:0``) when it names a stamped node."""
+    control = ref.startswith("^")
+    body = ref[1:] if control else ref
+    base, _, k = body.partition(":")
+    if not control and base in ops and body.count(":") < 2:
+        body = "%s:%s" % (base, _output_arg(ops[base], int(k or 0)))
+    return ("^" if control else "") + body
 
 
 def rename_changed_functions(graph_def, changed):

@@ -16,25 +16,25 @@ the bytes instead:
 3. every structural check of `load` (`checks.check_bytes`: names, op
    types, duplicates, dangling inputs, output indexes, self-reads,
    cycles), each NodeDef parsed only where a check needs its attrs;
-4. the rules: selection, `check_fits` and the "has an input" check as in
-   `patch`;
-5. the name is appended to each selected node's bytes; every other byte
-   is kept, so the output differs from the input by exactly the attrs
-   set, and the same input gives the same file in every process;
-6. `write_bytes` (temporary file, fsync, read back and compared byte for
-   byte, split into nodes again and counted, then linked into place).
+4. the patch engine (`engine.run`) on the graph kept as bytes, as `patch`
+   runs it on a message: selection, `check_fits`, the "has an input"
+   check, and the name appended to each selected node's bytes; every
+   other byte is kept, so the output differs from the input by exactly
+   the attrs set, and the same input gives the same file in every process,
+   with or without the C reader;
+5. `write_bytes` (the 2 GB refusal, temporary file, fsync, read back and
+   compared byte for byte, split into nodes again and counted, then linked
+   into place).
 
 Anything else (text files, function libraries, graphs that already carry
 gradient names, `remove` and ``gradient:`` rules, IdentityN rewrites,
 nodes whose shapes need a graph import, `portable`) takes the message
-path, `load` + `patch`/`make_portable` + `save`, with the same results and
-errors; so does any input the bytes path finds wrong, so that errors name
-the culprit exactly as `load` does.
+path (the engine raises `NeedsMessage`), `load` + `patch`/`make_portable` +
+`save`, with the same results and errors; so does any input the bytes path
+finds wrong, so that errors name the culprit exactly as `load` does.
 """
 
 import os
-
-from tensorflow.core.framework import node_def_pb2
 
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef import checks, formats, graph_index, wire
@@ -42,76 +42,38 @@ from graph_override.frozen.graphdef import io as frozen_io
 from graph_override.frozen.graphdef.views import View
 from graph_override.frozen.inspection import inspector as inspection
 from graph_override.frozen.patching import engine as patching
-from graph_override.frozen.patching import verify
-from graph_override.frozen.patching.rules import as_rules, check_matches, select
+from graph_override.frozen.patching.rules import as_rules
+from graph_override.frozen.patching.sources import GraphNodes
 
 __all__ = ["patch_file"]
 
 
-class _Nodes:
-    """graph_def.node for a graph kept as bytes: NodeDef i is parsed from
-    its bytes when it is read."""
-
-    def __init__(self, index):
-        self._index = index
-
-    def __len__(self):
-        return len(self._index.ops)
-
-    def __getitem__(self, i):
-        return node_def_pb2.NodeDef.FromString(self._index.node_bytes(i))
-
-
-class _Graph:
-    def __init__(self, index):
-        self.node = _Nodes(index)
-
-
-class _Fallback(Exception):
-    """The bytes path does not apply; take the message path."""
-
-
 def _index_of(data, source):
-    """The checked `Index` of the binary GraphDef `data`, or _Fallback."""
+    """The checked `Index` of the binary GraphDef `data`, or NeedsMessage."""
     if (not data or formats.looks_like_text(data)
             or str(source).lower().endswith(formats.TEXT_SUFFIXES)
             or os.path.basename(str(source)) == "saved_model.pb"):
-        raise _Fallback()
+        raise patching.NeedsMessage()
     index = graph_index.read_index(data)
     if index is None or index.unknown is not False:
-        raise _Fallback()  # load names the node, or says why the bytes do not parse
+        raise patching.NeedsMessage()  # load names the node, or says why the bytes do not parse
     if index.library or not len(index.ops):
-        raise _Fallback()
+        raise patching.NeedsMessage()
     try:
         checks.check_bytes(data, source, index=index)
     except Exception:  # pylint: disable=broad-except
-        raise _Fallback() from None  # load names the node, with its hints
+        raise patching.NeedsMessage() from None  # load names the node, with its hints
     return index
 
 
 def _patch_bytes(data, index, rules, on_no_match, allow_replace):
-    """(new bytes, PatchReport) of `patch`, or _Fallback."""
-    if any(r.remove or r.gradient_op_type is not None for r in rules):
-        raise _Fallback()
-    view = View(None, data=data, index=index)
-    if view.has_gradient_attrs:
-        raise _Fallback()
-    selected, owner = select(None, view, rules)
-    check_matches(rules, selected, on_no_match)
-    pairs = verify.op_rule_pairs(view.ops, owner)
-    if (any(op == "IdentityN" and rules[r].estimator for op, r in pairs)
-            or verify.needs_import(view.ops, owner, rules, pairs)):
-        raise _Fallback()
-    graph = _Graph(index)
-    verify.check_fits(None, view.ops, owner, rules, "patch", allow_replace=allow_replace,
-                      node_at=graph.node.__getitem__, names=index.lazy_names, pairs=pairs)
-    warnings = patching.loop_warnings(graph, view)
-    failures = inspection.gradient_failures(index.lazy_names, view.ops,
-                                            graph.node.__getitem__, named=owner)
-    new, report = patching.set_names(view, rules, selected, owner, graph.node.__getitem__,
-                                     pairs)
-    report.warnings = warnings
-    report.gradient_failures_left = failures
+    """(new bytes, PatchReport) of the engine on the graph kept as bytes,
+    or NeedsMessage."""
+    graph = GraphNodes(View(data=data, index=index))
+    new, report, owner = patching.run(graph, rules, what="patch", on_no_match=on_no_match,
+                                      allow_replace=allow_replace)
+    report.gradient_failures_left = inspection.gradient_failures(
+        graph.names, graph.ops, graph.node.__getitem__, named=owner)
     return new, report
 
 
@@ -180,7 +142,7 @@ def patch_file(model, output, rules, *, portable=False, overwrite=False,
         try:
             index = _index_of(data, model)
             new, report = _patch_bytes(data, index, rules, on_no_match, allow_replace)
-        except _Fallback:
+        except patching.NeedsMessage:
             pass
         else:
             if output is not None:
@@ -191,12 +153,6 @@ def patch_file(model, output, rules, *, portable=False, overwrite=False,
 
 
 def _write(data, path, overwrite, node_count):
-    if len(data) > frozen_io.MAX_BYTES:
-        raise GraphDefError(
-            "%s: the graph is %d bytes, over protobuf's limit of %d (2 GB); "
-            "nothing was written. Keep large weights outside the GraphDef "
-            "(a SavedModel stores them as variables)." % (
-                path, len(data), frozen_io.MAX_BYTES))
     where = "%s (nothing was written)" % path
 
     def check(back):

@@ -117,6 +117,60 @@ def _split_rule(text):
                     "or Identity=flip_gradient:scale=0.5" % (text,))
 
 
+def _selector_kwargs(text, selector, name_regex):
+    """The `Rule` arguments that SELECTOR gives."""
+    if selector.startswith("gradient:"):
+        if not selector[len("gradient:"):]:
+            raise RuleError("--map %r: 'gradient:' needs a name or glob" % text)
+        return {"gradient_op_type": selector[len("gradient:"):]}
+    if selector == "*":
+        if name_regex is None:
+            raise RuleError("--map %r: '*' selects every node; combine it with "
+                            "a name regex (--select)" % text)
+        return {}
+    if selector:
+        return {"op_type": selector}
+    raise RuleError("--map %r: nothing before '='" % text)
+
+
+def _params(text, param_text):
+    """An estimator's parameters, ``KEY=VALUE,...``."""
+    params = {}
+    for item in filter(None, (p.strip() for p in param_text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise RuleError("--map %r: parameter %r should be KEY=VALUE"
+                            % (text, item))
+        if key.strip() in params:
+            raise RuleError("--map %r: parameter %r is given twice; give each "
+                            "parameter once" % (text, key.strip()))
+        try:
+            params[key.strip()] = registry.parse_value(value)
+        except ValueError as e:
+            raise RuleError("--map %r: parameter %s: %s" % (
+                text, key.strip(), e)) from None
+    return params
+
+
+def _action_kwargs(text, action):
+    """The `Rule` arguments that ACTION gives."""
+    name, _, param_text = action.partition(":")
+    if name in estimators.ESTIMATORS:
+        return {"estimator": name, "params": _params(text, param_text)}
+    if action == "remove":
+        return {"remove": True}
+    if not action:
+        raise RuleError("--map %r: nothing after '='" % text)
+    close = registry.estimator_suggestions(name)
+    if close and not registry.is_resolvable(action):
+        raise RuleError(
+            "--map %r: %r is neither a built-in estimator nor a registered "
+            "gradient name. Did you mean %s? Estimators: %s." % (
+                text, name, " or ".join(repr(c) for c in close),
+                ", ".join(estimators.ESTIMATORS)))
+    return {"gradient": action}
+
+
 def parse_rule(text, *, name_regex=None):
     """Parses a CLI ``--map`` string into a `Rule`.
 
@@ -145,48 +199,8 @@ def parse_rule(text, *, name_regex=None):
                         "or Identity=flip_gradient:scale=0.5" % (text,))
     selector, action = _split_rule(text)
     kwargs = {"name_regex": name_regex}
-    if selector.startswith("gradient:"):
-        kwargs["gradient_op_type"] = selector[len("gradient:"):]
-        if not kwargs["gradient_op_type"]:
-            raise RuleError("--map %r: 'gradient:' needs a name or glob" % text)
-    elif selector == "*":
-        if name_regex is None:
-            raise RuleError("--map %r: '*' selects every node; combine it with "
-                            "a name regex (--select)" % text)
-    elif selector:
-        kwargs["op_type"] = selector
-    else:
-        raise RuleError("--map %r: nothing before '='" % text)
-    name, _, param_text = action.partition(":")
-    if name in estimators.ESTIMATORS:
-        params = {}
-        for item in filter(None, (p.strip() for p in param_text.split(","))):
-            key, sep, value = item.partition("=")
-            if not sep or not key.strip().isidentifier():
-                raise RuleError("--map %r: parameter %r should be KEY=VALUE"
-                                % (text, item))
-            if key.strip() in params:
-                raise RuleError("--map %r: parameter %r is given twice; give each "
-                                "parameter once" % (text, key.strip()))
-            try:
-                params[key.strip()] = registry.parse_value(value)
-            except ValueError as e:
-                raise RuleError("--map %r: parameter %s: %s" % (
-                    text, key.strip(), e)) from None
-        kwargs.update(estimator=name, params=params)
-    elif action == "remove":
-        kwargs["remove"] = True
-    elif action:
-        close = registry.estimator_suggestions(name)
-        if close and not registry.is_resolvable(action):
-            raise RuleError(
-                "--map %r: %r is neither a built-in estimator nor a registered "
-                "gradient name. Did you mean %s? Estimators: %s." % (
-                    text, name, " or ".join(repr(c) for c in close),
-                    ", ".join(estimators.ESTIMATORS)))
-        kwargs["gradient"] = action
-    else:
-        raise RuleError("--map %r: nothing after '='" % text)
+    kwargs.update(_selector_kwargs(text, selector, name_regex))
+    kwargs.update(_action_kwargs(text, action))
     try:
         return Rule(**kwargs)
     except RuleError as e:

@@ -12,13 +12,16 @@ unusable graph (see `graph_override.frozen`).
   returned; if TensorFlow refuses it, so does graph_override.
 """
 
+import functools
+
 import tensorflow as tf
 
 from graph_override import _compat, estimators
 from graph_override.errors import RuleError
 
 __all__ = ["IDENTITY_OPS", "check_fits", "check_fits_node", "check_function_shapes",
-           "check_imports", "needs_import", "op_rule_pairs", "output_dtypes"]
+           "check_imports", "float_dtype", "needs_import", "node_dtype", "op_rule_pairs",
+           "output_dtypes"]
 
 # Op types whose output 0 is their input 0: scaling or reversing their
 # gradient is what flip_gradient and scale_gradient mean.
@@ -70,6 +73,33 @@ def output_dtypes(node):
         return None, None
     return (_arg_types(node, op_def.input_arg[:1])[0],
             _arg_types(node, op_def.output_arg[:1])[0])
+
+
+def float_dtype(enum, what, node, detail=""):
+    """`enum` if it is a float DataType; else a RuleError naming the node."""
+    try:
+        dtype = tf.as_dtype(enum)
+    except TypeError:
+        dtype = None
+    if dtype not in estimators.FLOAT_DTYPES:
+        raise RuleError("%s: node %r (op %s)%s has dtype %s; estimators need "
+                        "float16, bfloat16, float32 or float64" % (
+                            what, node.name, node.op, detail,
+                            dtype.name if dtype is not None else "enum %d" % enum))
+    return enum
+
+
+def node_dtype(node, what):
+    """The float DataType enum of `node`'s output, for its stop_gradient
+    form: its 'T' attr, else input 0's type as the OpDef fixes it."""
+    attr = node.attr.get("T")
+    if attr is not None and attr.type:
+        return float_dtype(attr.type, what, node)
+    enum = output_dtypes(node)[0]
+    if enum is None:
+        raise RuleError("%s: node %r (op %s) has no 'T' dtype attr, so no "
+                        "stop_gradient form can be built for it" % (what, node.name, node.op))
+    return float_dtype(enum, what, node)
 
 
 def _dtype_name(enum):
@@ -145,62 +175,53 @@ def check_function_shapes(graph_def, fname, named, what):
                         y.shape, x.dtype.name, x.shape, _SHAPE_HINT))
 
 
-def check_fits(graph_def, ops, selected, rules, what, *, allow_replace=False,
-               node_at=None, names=None, pairs=None):
+def check_fits(nodes, selected, rules, what, *, allow_replace=False, pairs=None):
     """Refuses estimator rules that cannot work on the nodes they select.
 
     Args:
-      graph_def: the input GraphDef (top-level nodes), or None with
-        `node_at` and `names` (then no node may need a graph import:
-        see `needs_import`).
-      ops: the op type of each top-level node.
+      nodes: the top-level nodes (`graph_override.frozen.patching.sources.GraphNodes`:
+        ``ops``, ``names``, ``node[i]`` and ``message()``, the GraphDef that
+        is imported where shapes must be compared).
       selected: {node index: rule index} of the top-level nodes to change.
       rules: the rules.
       what: "patch" or "make_portable", for messages.
       allow_replace: accept flip/scale/clip_gradient on non-identity ops.
-      node_at: node index -> NodeDef (default: graph_def.node[i]).
-      names: the name of each top-level node (default: read from nodes).
-      pairs: `op_rule_pairs(ops, selected)`, if at hand.
+      pairs: `op_rule_pairs(nodes.ops, selected)`, if at hand.
 
     Raises:
       RuleError: naming the node, its op, the shapes or dtypes, and what
         would work.
     """
-    if node_at is None:
-        node_at = graph_def.node.__getitem__
-
-    def name_of(i):
-        return names[i] if names is not None else node_at(i).name
-
     # The checks depend on the op type and the rule; nodes are read one by
     # one only where the OpDef leaves the dtypes to the node's attrs.
+    ops = nodes.ops
     to_import = []
     pairs = pairs if pairs is not None else op_rule_pairs(ops, selected)
     for op, r in sorted(pairs, key=lambda p: (p[1], p[0])):
         rule = rules[r]
         if rule.estimator is None or op == "IdentityN":
             continue
-        members = None
+        members = functools.lru_cache(maxsize=None)(
+            functools.partial(_members, ops, selected, op, r))  # read once, if at all
         if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
                 and op not in IDENTITY_OPS and not allow_replace):
-            members = _members(ops, selected, op, r)
-            raise _replace_error(what, rule, name_of(members[0]), op)
+            raise _replace_error(what, rule, nodes.names[members()[0]], op)
         if not _same_dtype_by_def(op):
-            members = members or _members(ops, selected, op, r)
-            for i in members:
-                node = node_at(i)
-                x_type, y_type = output_dtypes(node)
-                if x_type is not None and y_type is not None and x_type != y_type:
-                    raise RuleError(
-                        "%s: %s on node %r (op %s): its output is %s but its first "
-                        "input is %s. %s." % (what, rule.estimator, node.name, op,
-                                              _dtype_name(y_type), _dtype_name(x_type),
-                                              _SHAPE_HINT))
+            for i in members():
+                _check_dtypes(nodes.node[i], rule, what)
         if op not in _SAME_SHAPE_OPS:
-            members = members or _members(ops, selected, op, r)
-            to_import.extend((name_of(i), rule) for i in members)
+            to_import.extend((nodes.names[i], rule) for i in members())
     if to_import:
-        _check_shapes(graph_def, to_import, what)
+        _check_shapes(nodes.message(), to_import, what)
+
+
+def _check_dtypes(node, rule, what):
+    x_type, y_type = output_dtypes(node)
+    if x_type is not None and y_type is not None and x_type != y_type:
+        raise RuleError(
+            "%s: %s on node %r (op %s): its output is %s but its first "
+            "input is %s. %s." % (what, rule.estimator, node.name, node.op,
+                                  _dtype_name(y_type), _dtype_name(x_type), _SHAPE_HINT))
 
 
 def op_rule_pairs(ops, selected):
