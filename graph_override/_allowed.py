@@ -23,6 +23,7 @@ import types
 import tensorflow as tf
 
 from graph_override import _compat
+from graph_override._op_signatures import outside_reason
 
 __all__ = ["PURE_NAMESPACES", "allow_op_functions", "allowed_module", "pure_raw_op",
            "pure_tf_op", "user_named"]
@@ -67,6 +68,8 @@ def pure_raw_op(op_name):
         return False
     if any(arg.is_ref for arg in list(op_def.input_arg) + list(op_def.output_arg)):
         return False  # writes to a TF1 variable
+    if outside_reason(op_def) is not None:
+        return False  # a file, a path or an address among its arguments
     return not any(word in op_name for word in _IMPURE_RAW_WORDS)
 
 

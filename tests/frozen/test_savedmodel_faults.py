@@ -28,7 +28,7 @@ def _convert(capsys, model, out, *extra):
 
 def test_a_full_disk_exits_2_naming_dir_not_the_temporary(model, tmp_path, capsys,
                                                           monkeypatch):
-    def full(module, path, signatures=None):
+    def full(module, path, signatures=None, options=None):
         os.makedirs(os.path.join(path, "variables"))
         raise tf.errors.ResourceExhaustedError(
             None, None, "%s/variables/variables.data-00000-of-00001; No space left on "
@@ -48,8 +48,8 @@ def test_the_loser_of_a_race_for_dir_exits_2_and_keeps_the_winner(model, tmp_pat
     out = str(tmp_path / "saved")
     real = tf.saved_model.save
 
-    def slow(module, path, signatures=None):
-        real(module, path, signatures=signatures)
+    def slow(module, path, signatures=None, options=None):
+        real(module, path, signatures=signatures, options=options)
         os.mkdir(out)  # the other writer finishes first
         with open(os.path.join(out, "saved_model.pb"), "wb") as f:
             f.write(b"the winner")

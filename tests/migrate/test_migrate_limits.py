@@ -128,7 +128,7 @@ def test_symlink_to_dev_zero_is_refused_before_reading(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=TIMEOUT, check=False)
     assert proc.returncode == 2, proc.stderr
-    assert ("error: %s: is a device, not a regular file; expected a Python "
+    assert ("error: %s: is a character device, not a regular file; expected a Python "
             "source file. Nothing was read." % (tmp_path / "zero.py")) in proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.stdout.startswith("--- a/")  # m.py's diff

@@ -14,20 +14,11 @@ where both know an op.
 """
 
 import collections.abc
-import re
 
 from graph_override import _compat
+from graph_override._op_signatures import outside_reason
 
 __all__ = ["CURATED", "RISKY_OPS", "derived"]
-
-_STRING = 7  # DataType DT_STRING
-
-# Names of string inputs and attrs that hold a file, a path or an address.
-_FILE_ARG = re.compile(
-    r"(filenames?|file_?patterns?|patterns|paths?|.+_paths?|.+_files?|.+_dir|dir|"
-    r"directory|logdir|(.+_)?prefix(es)?|descriptor_source|memory_region_name)\Z")
-_NETWORK_ARG = re.compile(r"(address|target|.+_urls?|.+_uri|data_source_name)\Z")
-_NOT_FILES = frozenset(("counter_prefix",))  # a statistics tag, not a path
 
 # Op types worth a look before running an untrusted graph, with why.
 CURATED = {
@@ -69,26 +60,13 @@ CURATED = {
 }
 
 
-def _reason(op_def):
-    for pattern, what in ((_NETWORK_ARG, "reaches the network or a database (%s %r)"),
-                          (_FILE_ARG, "reads or writes files (%s %r)")):
-        for arg in op_def.input_arg:
-            if arg.type == _STRING and pattern.match(arg.name) and arg.name not in _NOT_FILES:
-                return what % ("input", arg.name)
-        for attr in op_def.attr:
-            if (attr.type in ("string", "list(string)") and pattern.match(attr.name)
-                    and attr.name not in _NOT_FILES):
-                return what % ("attr", attr.name)
-    return None
-
-
 def derived():
     """{op type: why} for every registered op whose signature names a file,
     a path or a network address (see the module docstring)."""
     found = {}
     for name in _compat.all_op_types():
         op_def = _compat.op_def(name)
-        reason = _reason(op_def) if op_def is not None else None
+        reason = outside_reason(op_def) if op_def is not None else None
         if reason is not None:
             found[name] = reason
     return found
