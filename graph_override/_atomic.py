@@ -38,7 +38,7 @@ import tempfile
 
 from graph_override.errors import SpecialFileError
 
-__all__ = ["SpecialFileError", "atomic_write", "file_kind", "naming", "refuse_special",
+__all__ = [ "atomic_write", "file_kind", "naming", "refuse_special",
            "rename_exchange", "rename_noreplace", "stale_names", "temp_prefix"]
 
 _NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,

@@ -19,7 +19,7 @@ import threading
 
 import tensorflow as tf
 
-from graph_override import _family, estimators, registry
+from graph_override import _family, builtin_names, estimators, registry
 from graph_override.scope import claim_graph, require_graph_mode
 
 # Builds of this family in one process take turns, so two threads building
@@ -43,7 +43,7 @@ def gradient_name(estimator, **params):
 
 def _registered_name(estimator, params):
     """The built-in name of a normalized setting, registered on first use."""
-    return registry.resolve(registry.builtin_name(estimator, params))
+    return registry.resolve(builtin_names.builtin_name(estimator, params))
 
 
 def _build(spec, x, params, grad_name):

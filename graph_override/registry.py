@@ -19,19 +19,15 @@ import inspect
 import threading
 
 from graph_override import _compat, estimators
-from graph_override._names import (BUILTIN_PREFIX, builtin_name, builtin_setting,  # noqa: F401
-                                   example_name, parse_builtin_name, parse_value)
+from graph_override.builtin_names import (BUILTIN_PREFIX, builtin_name, builtin_setting,
+                                          example_name)
 from graph_override._contract import check_gradients
 from graph_override.errors import DuplicateGradientError, UnknownGradientError
 
 __all__ = [
-    "BUILTIN_PREFIX",
     "RegisteredGradient",
-    "builtin_name",
     "estimator_suggestions",
     "is_resolvable",
-    "parse_builtin_name",
-    "parse_value",
     "register_gradient",
     "registered_name",
     "registry_size",
@@ -235,7 +231,7 @@ def registry_size():
 
 
 # ---------------------------------------------------------------------------
-# Built-in estimator names (written and parsed by graph_override._names).
+# Built-in estimator names (written and parsed by graph_override.builtin_names).
 
 
 def _register_builtin(name):

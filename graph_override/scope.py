@@ -19,7 +19,7 @@ from graph_override import _compat, registry
 from graph_override.errors import (ConcurrentScopeError, EagerModeError,
                                    NoMatchError, UnknownOpTypeError)
 
-__all__ = ["ConcurrentScopeError", "NoMatchWarning", "claim_graph",
+__all__ = [ "NoMatchWarning", "claim_graph",
            "override_gradients", "require_graph_mode"]
 
 _ON_NO_MATCH = ("warn", "raise", "ignore")

@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from killed_writers import kill_when_ready
-from graph_override import _atomic
+from graph_override import _atomic, errors
 from graph_override._atomic import atomic_write
 
 
@@ -182,7 +182,7 @@ def test_a_special_target_is_refused_and_kept(tmp_path, make, kind):
     target = tmp_path / "out.bin"
     make(str(target))
     before = os.lstat(target)
-    with pytest.raises(_atomic.SpecialFileError, match="out.bin: is %s" % re.escape(kind)):
+    with pytest.raises(errors.SpecialFileError, match="out.bin: is %s" % re.escape(kind)):
         atomic_write(str(target), b"data")
     after = os.lstat(target)
     assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
@@ -190,7 +190,7 @@ def test_a_special_target_is_refused_and_kept(tmp_path, make, kind):
 
 
 def test_dev_null_is_refused_and_stays_a_device():
-    with pytest.raises(_atomic.SpecialFileError,
+    with pytest.raises(errors.SpecialFileError,
                        match="/dev/null: is a character device, not a regular file"):
         atomic_write("/dev/null", b"data")
     assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)

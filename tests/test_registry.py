@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import graph_override as go
-from graph_override import _compat, overrides, registry
+from graph_override import _compat, builtin_names, overrides, registry
 
 
 def _grad_x2(op, grad):
@@ -139,7 +139,7 @@ def test_builtin_names_describe_themselves_and_round_trip():
     name = overrides.gradient_name("ste_tern", threshold_value=0.1, clip_value=None)
     assert name == ("graph_override.ste_tern(threshold_value=0.1, "
                     "ternary_weight_networks=False, clip_value=None)")
-    assert registry.parse_builtin_name(name) == (
+    assert builtin_names.parse_builtin_name(name) == (
         "ste_tern", {"threshold_value": 0.1, "ternary_weight_networks": False,
                      "clip_value": None})
     # Names written before ternary_weight_networks existed still resolve.
@@ -267,14 +267,14 @@ def test_a_fresh_process_resolves_boolean_and_none_parameters(tmp_path, rewrite,
     ("-inf", float("-inf")),
 ])
 def test_parameter_values(text, value):
-    parsed = registry.parse_value(text)
+    parsed = builtin_names.parse_value(text)
     assert parsed == value and type(parsed) is type(value)
 
 
 @pytest.mark.parametrize("text", ["yes", "TRUE", "", "1,5", "nul"])
 def test_bad_parameter_values(text):
     with pytest.raises(ValueError, match=r"%r is not a number, True, False or None" % text):
-        registry.parse_value(text)
+        builtin_names.parse_value(text)
 
 
 # --- the gradient contract -----------------------------------------------------

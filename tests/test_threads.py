@@ -11,7 +11,7 @@ import tensorflow as tf
 
 import graph_override as go
 from graph_override import overrides
-from graph_override.scope import ConcurrentScopeError
+from graph_override.errors import ConcurrentScopeError
 
 STE = "graph_override.ste_sign(clip_value=1.0)"
 

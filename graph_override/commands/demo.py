@@ -47,8 +47,8 @@ def _part1(epochs, seed):
     import numpy as np  # pylint: disable=import-outside-toplevel
     try:
         from graph_override.training import recipes  # pylint: disable=import-outside-toplevel
-        from graph_override.training.data import _load_digits  # pylint: disable=import-outside-toplevel
-        _load_digits()
+        from graph_override.training.data import digits  # pylint: disable=import-outside-toplevel
+        digits()
     except ImportError as e:
         print("  skipped: %s\n" % e)
         return None

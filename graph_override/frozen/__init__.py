@@ -52,12 +52,14 @@ from graph_override import registry
 from graph_override.frozen.graphdef.io import (MAX_BYTES, check_output_path, load,
                                                parse_graph_def, save, validate)
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
-from graph_override.frozen.inspection.inspector import RISKY_OPS, ZERO_GRADIENT_OPS, inspect
+from graph_override.frozen.inspection.inspector import ZERO_GRADIENT_OPS, inspect
+from graph_override.frozen.inspection.risky import RISKY_OPS
 from graph_override.frozen.inspection.report import InspectReport
 from graph_override.frozen.patching.engine import make_portable, patch
 from graph_override.frozen.patching.patch_file import patch_file
 from graph_override.frozen.patching.report import NodeChange, PatchReport
-from graph_override.frozen.patching.rules import Rule, RuleError, parse_rule
+from graph_override.frozen.patching.rules import Rule, parse_rule
+from graph_override.errors import RuleError
 from graph_override.frozen.tf2.function import FrozenFunction, to_function
 from graph_override.errors import ConversionError, EagerModeError, UnknownGradientError
 

@@ -45,8 +45,6 @@ __all__ = [
     "FileResult",
     "MigrationResult",
     "Site",
-    "SourceError",
-    "iter_python_files",
     "map_names",
     "migrate_file",
     "migrate_paths",

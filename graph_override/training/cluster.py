@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from graph_override.training.errors import ClusterSpecError, ClusterUnreachableError
 
-__all__ = ["ClusterTask", "ClusterUnreachableError", "TaskOutput",
+__all__ = ["ClusterTask", "TaskOutput",
            "device_setter", "free_loopback_ports", "launch_local_cluster",
            "local_cluster_spec", "parse_cluster_spec", "run_parameter_server",
            "start_worker", "wait_for_tasks"]

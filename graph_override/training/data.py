@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["DannSplits", "Split", "batches", "dann_splits", "digits_splits",
+__all__ = ["DannSplits", "Split", "batches", "dann_splits", "digits", "digits_splits",
            "domain_shift"]
 
 Split = collections.namedtuple("Split", ["x_train", "y_train", "x_test", "y_test"])
@@ -30,9 +30,11 @@ N_FEATURES, N_CLASSES = 64, 10
 
 
 @functools.lru_cache(maxsize=1)
-def _load_digits():
-    """The digits as (features in [0, 1], labels), read once per process;
-    callers index them with masks and index arrays, which copy."""
+def digits():
+    """scikit-learn's bundled handwritten digits as (features in [0, 1],
+    labels), read once per process; callers index them with masks and index
+    arrays, which copy. ImportError, saying what to install, without
+    scikit-learn."""
     try:
         from sklearn.datasets import load_digits  # pylint: disable=import-outside-toplevel
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -40,8 +42,8 @@ def _load_digits():
             "graph_override.training needs scikit-learn for its data "
             "(sklearn.datasets.load_digits ships the digits inside the "
             "package): run `python -m pip install scikit-learn`") from e
-    digits = load_digits()
-    return (digits.data / 16.0).astype(np.float32), digits.target.astype(np.int64)
+    bunch = load_digits()
+    return (bunch.data / 16.0).astype(np.float32), bunch.target.astype(np.int64)
 
 
 def digits_splits(test_fraction=0.25, split_seed=0):
@@ -65,7 +67,7 @@ def digits_splits(test_fraction=0.25, split_seed=0):
     if not 0.0 < test_fraction < 1.0:
         raise ValueError("digits_splits(test_fraction=%r): use a fraction "
                          "strictly between 0 and 1" % (test_fraction,))
-    x, y = _load_digits()
+    x, y = digits()
     rng = np.random.RandomState(split_seed)
     test = np.zeros(len(y), bool)
     for c in range(N_CLASSES):

@@ -23,7 +23,7 @@ from graph_override.training.config import TrainConfig
 from graph_override.training.errors import TrainingOutputError
 from graph_override.training.storage import check_checkpoint
 
-__all__ = ["TrainConfig", "TrainResult", "check_checkpoint", "session_config", "train"]
+__all__ = [ "TrainResult", "session_config", "train"]
 
 _LOST_CLUSTER = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
                  tf.errors.AbortedError)

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-import test_graphdef_io as test_frozen_io
-import test_patch_file as test_frozen_pipeline
+import test_graphdef_io
+import test_patch_file
 from graph_override import frozen
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef import checks, graph_index, wire
@@ -59,9 +59,9 @@ def _expected_resolution(graph_def):
 
 
 def _graphs():
-    graphs = dict(test_frozen_pipeline.GRAPHS)
+    graphs = dict(test_patch_file.GRAPHS)
     graphs["synthetic"] = _synthetic(2000)
-    graphs["one_node"] = test_frozen_io._graph(test_frozen_io._X)  # pylint: disable=protected-access
+    graphs["one_node"] = test_graphdef_io._graph(test_graphdef_io._X)  # pylint: disable=protected-access
     return graphs
 
 
@@ -105,11 +105,11 @@ def test_both_readers_read_the_same_index(name, monkeypatch):
 
 def _node(name=b"x", op=b"Placeholder", inputs=()):
     fields = [(1, name), (2, op)] + [(3, i) for i in inputs]
-    return test_frozen_pipeline._node_bytes(*fields)  # pylint: disable=protected-access
+    return test_patch_file._node_bytes(*fields)  # pylint: disable=protected-access
 
 
 def _graph_bytes(*nodes):
-    return b"".join(test_frozen_pipeline._field(1, n) for n in nodes)  # pylint: disable=protected-access
+    return b"".join(test_patch_file._field(1, n) for n in nodes)  # pylint: disable=protected-access
 
 
 # Inputs of every form, resolved by hand: (input, src, port); x is node 0.
@@ -188,7 +188,7 @@ def test_what_it_does_not_read_as_protobuf_does_is_left_to_python(data):
 
 
 def _varint(n):
-    return test_frozen_io._varint(n)  # pylint: disable=protected-access
+    return test_graphdef_io._varint(n)  # pylint: disable=protected-access
 
 
 # Keys and lengths at the limits of the wire format: {name: (bytes, whether
@@ -213,8 +213,8 @@ EDGES = {
 def test_keys_and_lengths_at_the_limits_are_read_only_where_protobuf_reads_them(name):
     data, protobuf_7_reads = EDGES[name]
     node = _node()
-    top = [data, test_frozen_pipeline._field(1, node) + data]  # pylint: disable=protected-access
-    inside = test_frozen_pipeline._field(1, node + data)  # pylint: disable=protected-access
+    top = [data, test_patch_file._field(1, node) + data]  # pylint: disable=protected-access
+    inside = test_patch_file._field(1, node + data)  # pylint: disable=protected-access
     for graph in top + [inside]:
         scanned, count = _scan.scan(graph), _scan.node_count(graph)
         try:
@@ -238,12 +238,12 @@ def test_fields_it_does_not_read_are_skipped_whatever_their_wire_type():
              + b"\x31" + bytes(8)  # field 6, 64-bit
              + b"\x3d" + bytes(4))  # field 7, 32-bit
     node = _node(b"x", b"Placeholder") + extra
-    scanned = _scan.scan(extra + test_frozen_pipeline._field(1, node) + extra)  # pylint: disable=protected-access
+    scanned = _scan.scan(extra + test_patch_file._field(1, node) + extra)  # pylint: disable=protected-access
     assert scanned is not None and scanned[2] == ["Placeholder"]
 
 
 def _mutants(data, edits):
-    return test_frozen_io._mutate(data, edits)  # pylint: disable=protected-access
+    return test_graphdef_io._mutate(data, edits)  # pylint: disable=protected-access
 
 
 _SMALL = GRAPHS["binarized_mlp"].SerializeToString()
@@ -258,12 +258,12 @@ def _load_outcome(path):
 
 @needs_c
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
-@given(edits=test_frozen_io._EDITS)  # pylint: disable=protected-access
+@given(edits=test_graphdef_io._EDITS)  # pylint: disable=protected-access
 def test_mutated_graphs_load_or_fail_alike_with_both_readers(edits):
     import tempfile  # pylint: disable=import-outside-toplevel
     data = _mutants(_SMALL, edits)
     with tempfile.TemporaryDirectory() as folder:
-        path = test_frozen_io._write(os.path.join(folder, "m.pb"), data)  # pylint: disable=protected-access
+        path = test_graphdef_io._write(os.path.join(folder, "m.pb"), data)  # pylint: disable=protected-access
         c = _load_outcome(path)
         saved, wire._scan = wire._scan, None
         try:
@@ -276,7 +276,7 @@ def test_mutated_graphs_load_or_fail_alike_with_both_readers(edits):
 @needs_c
 @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.one_of(st.binary(max_size=300),
-                      st.builds(_mutants, st.just(_SMALL), test_frozen_io._EDITS)))  # pylint: disable=protected-access
+                      st.builds(_mutants, st.just(_SMALL), test_graphdef_io._EDITS)))  # pylint: disable=protected-access
 def test_any_bytes_give_none_or_spans_inside_them(data):
     scanned = _scan.scan(data)
     count = _scan.node_count(data)
@@ -328,7 +328,7 @@ def test_appending_gives_protobufs_merge_and_keeps_every_other_byte(name):
 def test_appending_rewrites_a_long_length_prefix_and_grows_past_a_varint_byte():
     node = _node(b"x", b"Placeholder")
     long_head = b"\x0a" + bytes([len(node) | 0x80, 0]) + node  # a 2-byte length for < 128
-    data = long_head + test_frozen_pipeline._field(1, _node(b"y", b"Sign", [b"x"]))  # pylint: disable=protected-access
+    data = long_head + test_patch_file._field(1, _node(b"y", b"Sign", [b"x"]))  # pylint: disable=protected-access
     index = graph_index.read_index(data)
     entry = _attr_entry(b"Identity")
     got = index.append_to_nodes(data, {0: entry, 1: b""})

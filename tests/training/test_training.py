@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from graph_override import errors, overrides, stopgrad, tf2
-from graph_override.training import data, loop, models, recipes, storage
+from graph_override.training import config, data, loop, models, recipes, storage
 from graph_override.training.errors import (CheckpointDamagedError,
                                             CheckpointMismatchError,
                                             TrainingOutputError, UnknownFamilyError)
@@ -622,9 +622,9 @@ def test_train_config_and_keyword_settings_give_the_same_run():
         split.x_train, split.y_train, 64, 0)
     evals = lambda m: {"test": {m.inputs["x"]: split.x_test, m.inputs["y"]: split.y_test}}
     build = lambda: models.build_bnn("overrides", hidden=(8,))
-    by_config = loop.train(build, feeds, evals, loop.TrainConfig(epochs=1, seed=3))
+    by_config = loop.train(build, feeds, evals, config.TrainConfig(epochs=1, seed=3))
     by_keywords = loop.train(build, feeds, evals, epochs=1, seed=3)
-    replaced = loop.train(build, feeds, evals, loop.TrainConfig(epochs=5, seed=3), epochs=1)
+    replaced = loop.train(build, feeds, evals, config.TrainConfig(epochs=5, seed=3), epochs=1)
     assert by_config.losses == by_keywords.losses == replaced.losses
     assert by_config.global_step == replaced.global_step == 21
 
@@ -653,6 +653,6 @@ def test_train_config_rejects_what_is_not_a_config():
 
 
 def test_train_config_boundaries_are_accepted():
-    c = loop.TrainConfig(epochs=0, checkpoint_every=1, checkpoint_secs=0, log_every=1)
+    c = config.TrainConfig(epochs=0, checkpoint_every=1, checkpoint_secs=0, log_every=1)
     assert (c.epochs, c.checkpoint_every, c.checkpoint_secs) == (0, 1, 0)
     assert c.replace(log_every=2).log_every == 2 and c.log_every == 1

@@ -294,7 +294,7 @@ def test_demo_without_scikit_learn_skips_part_1_and_says_what_to_install(
     def missing():
         raise ImportError("graph_override.training needs scikit-learn for its data "
                           "(...): run `python -m pip install scikit-learn`")
-    monkeypatch.setattr(data, "_load_digits", missing)
+    monkeypatch.setattr(data, "digits", missing)
     code, out = _demo([], capsys)
     assert code == 0  # part 2 still checks the families
     assert "skipped: graph_override.training needs scikit-learn" in out
@@ -307,7 +307,7 @@ def test_script_without_scikit_learn_says_what_to_install(scripts, capsys, monke
     def missing():
         raise ImportError("graph_override.training needs scikit-learn for its data: "
                           "run `python -m pip install scikit-learn`")
-    monkeypatch.setattr(data, "_load_digits", missing)
+    monkeypatch.setattr(data, "digits", missing)
     code, _, err = _run(scripts, "train_bnn", ["--epochs", "1"], capsys)
     assert code == 2
     assert "train_bnn.py: error: graph_override.training needs scikit-learn" in err

@@ -1,6 +1,6 @@
 """Structural checks of a GraphDef: what TensorFlow's importer would refuse.
 
-`graph_override.frozen.graphdef.io.validate` runs these after its name checks. They
+`validate` runs these after its name checks (`io.load` calls it). They
 refuse what `tf.compat.v1.import_graph_def` refuses, so that nothing that
 cannot be imported is ever written:
 

@@ -25,11 +25,10 @@ from graph_override._atomic import atomic_write, refuse_special
 from graph_override.errors import GraphDefError, SpecialFileError
 from graph_override.frozen.graphdef import formats
 from graph_override.frozen.graphdef.checks import check_bytes, validate
-from graph_override.frozen.graphdef.formats import looks_like_text
 from graph_override.frozen.graphdef.graph_index import read_index
 
-__all__ = ["MAX_BYTES", "check_output_path", "load", "looks_like_text", "parse_graph_def",
-           "read_regular_file", "save", "validate", "write_bytes"]
+__all__ = ["MAX_BYTES", "check_output_path", "load", "parse_graph_def",
+           "read_regular_file", "save", "write_bytes"]
 
 # Protobuf cannot serialize or parse a message of 2 GiB or more.
 MAX_BYTES = 2 ** 31 - 1

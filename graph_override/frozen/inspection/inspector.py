@@ -7,14 +7,14 @@ import itertools
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _compat, registry
+from graph_override import _compat, builtin_names, registry
 from graph_override.frozen.graphdef import functions as library_mod
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, View, gradient_attr
-from graph_override.frozen.inspection.report import V1_LOOP_HELP, InspectReport
+from graph_override.frozen.inspection.report import InspectReport
 from graph_override.frozen.inspection.risky import RISKY_OPS
 from graph_override.errors import GraphDefError
 
-__all__ = ["RISKY_OPS", "V1_LOOP_HELP", "V1_LOOP_OPS", "VARIABLE_OPS", "ZERO_GRADIENT_OPS",
+__all__ = [ "V1_LOOP_OPS", "VARIABLE_OPS", "ZERO_GRADIENT_OPS",
            "gradient_failures", "inspect", "v1_loops"]
 
 
@@ -334,7 +334,7 @@ def inspect(graph_def):
     names = findings.names
     for entry in names.values():
         entry["resolvable"] = registry.is_resolvable(entry["name"])
-        entry["needs_graph_override"] = registry.parse_builtin_name(entry["name"]) is not None
+        entry["needs_graph_override"] = builtin_names.parse_builtin_name(entry["name"]) is not None
     variables = [{"node": node_names[i], "op": op} for i, op in enumerate(ops)
                  if op in VARIABLE_OPS] if not VARIABLE_OPS.isdisjoint(counts) else []
     return InspectReport(

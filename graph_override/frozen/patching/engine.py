@@ -18,7 +18,7 @@ import dataclasses
 
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _compat, estimators, registry
+from graph_override import _compat, builtin_names, estimators
 from graph_override.frozen.graphdef.views import (GRADIENT_ATTR, View, gradient_attr,
                                                   node_list, nodes_by_gradient)
 from graph_override.frozen.inspection.inspector import v1_loops
@@ -26,7 +26,8 @@ from graph_override.frozen.inspection.report import V1_LOOP_HELP
 from graph_override.frozen.patching import verify
 from graph_override.frozen.patching.library import FunctionNodes
 from graph_override.frozen.patching.report import NodeChange, NodeChanges, PatchReport
-from graph_override.frozen.patching.rules import RuleError, as_rules, check_matches
+from graph_override.frozen.patching.rules import as_rules, check_matches
+from graph_override.errors import RuleError
 from graph_override.frozen.patching.sources import GraphNodes, name_entries
 from graph_override.errors import GraphDefError
 
@@ -241,7 +242,7 @@ def _non_portable_names(graph_def):
     return ["node(s) %s keep gradient %r, which plain TensorFlow cannot resolve"
             % (node_list(nodes), name)
             for name, nodes in nodes_by_gradient(graph_def).items()
-            if registry.parse_builtin_name(name) is not None
+            if builtin_names.parse_builtin_name(name) is not None
             or not _compat.has_gradient_entry(name)]
 
 

@@ -8,12 +8,12 @@ import itertools
 import re
 import warnings
 
-from graph_override import _compat, estimators, registry
+from graph_override import _compat, builtin_names, estimators, registry
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, gradient_attr
 from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError,
                                    UnknownOpTypeError)
 
-__all__ = ["Rule", "RuleError", "as_rules", "check_matches", "parse_rule", "select"]
+__all__ = ["Rule", "as_rules", "check_matches", "parse_rule", "select"]
 
 @dataclasses.dataclass(frozen=True)
 class Rule:
@@ -83,7 +83,7 @@ class Rule:
     def target(self):
         """The gradient name this rule sets, or None for `remove`."""
         if self.estimator is not None:
-            return registry.builtin_name(self.estimator, self.params)  # normalized
+            return builtin_names.builtin_name(self.estimator, self.params)  # normalized
         return self.gradient
 
     def describe_selector(self):
@@ -145,7 +145,7 @@ def _params(text, param_text):
             raise RuleError("--map %r: parameter %r is given twice; give each "
                             "parameter once" % (text, key.strip()))
         try:
-            params[key.strip()] = registry.parse_value(value)
+            params[key.strip()] = builtin_names.parse_value(value)
         except ValueError as e:
             raise RuleError("--map %r: parameter %s: %s" % (
                 text, key.strip(), e)) from None

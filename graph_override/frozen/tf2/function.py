@@ -59,9 +59,8 @@ from graph_override.frozen.patching.engine import patch
 from graph_override.frozen.patching.rules import as_rules
 from graph_override.frozen.tf2 import graph as function_graph
 from graph_override.frozen.tf2 import save as save_lib
-from graph_override.frozen.tf2.graph import V1_CONTROL_FLOW_OPS
 
-__all__ = ["V1_CONTROL_FLOW_OPS", "FrozenFunction", "to_function"]
+__all__ = [ "FrozenFunction", "to_function"]
 
 
 class FrozenFunction(tf.Module):

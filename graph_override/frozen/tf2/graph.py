@@ -22,7 +22,7 @@ from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list
 from graph_override.frozen.inspection.inspector import V1_LOOP_OPS, VARIABLE_OPS
 from graph_override.frozen.patching.library import rename_library
 
-__all__ = ["V1_CONTROL_FLOW_OPS", "VARIABLE_OPS", "as_placeholders", "check_names",
+__all__ = ["V1_CONTROL_FLOW_OPS", "as_placeholders", "check_names",
            "check_ops", "check_pruned", "resolve_gradient_names", "select_weights", "with_unique_function_names", "wrap"]
 
 

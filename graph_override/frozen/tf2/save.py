@@ -35,7 +35,7 @@ import warnings
 
 import tensorflow as tf
 
-from graph_override import _atomic_dir, _compat, registry
+from graph_override import _atomic_dir, _compat, builtin_names
 from graph_override.errors import ConversionError, RuleError
 from graph_override.frozen.patching.engine import make_portable
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
@@ -74,7 +74,7 @@ def portable_graph_def(graph_def, source="<GraphDef>"):
     for name, nodes in _library_names(graph_def).items():  # FUNCTION/NODE
         by_name.setdefault(name, []).extend(nodes)
     for name, nodes in by_name.items():
-        parsed = registry.parse_builtin_name(name)
+        parsed = builtin_names.parse_builtin_name(name)
         if parsed is not None:
             rules.append((Rule(gradient_op_type=_glob_escape(name), estimator=parsed[0],
                                params=parsed[1]), nodes))
