@@ -20,7 +20,7 @@ with this module. The rules a page follows, block by block, in order:
   The Quickstart's install commands are such blocks.
 
 Python blocks of one page share one namespace; every page gets its own
-scratch folder, holding a link to the repository's scripts/ folder. Blocks
+scratch folder, holding links to the repository's scripts/ and tools/ folders. Blocks
 must leave TensorFlow's global mode alone (build graphs inside
 ``with tf.Graph().as_default():``).
 """
@@ -162,7 +162,8 @@ def run_page(path, scratch):
     """
     path = pathlib.Path(path)
     scratch = pathlib.Path(scratch)
-    (scratch / "scripts").symlink_to(ROOT / "scripts")
+    for folder in ("scripts", "tools"):  # user programs and developer tools
+        (scratch / folder).symlink_to(ROOT / folder)
     env = _environment(scratch)
     namespace = {"__name__": "__doc_page__"}
     failures = []
