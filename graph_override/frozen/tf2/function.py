@@ -124,7 +124,9 @@ class FrozenFunction(tf.Module):
         return self._concrete
 
     @property
-    def _function(self):
+    def concrete_function(self):
+        """The imported graph as a ConcreteFunction of the inputs and then the
+        weights (imported on first use)."""
         return self._concrete if self._concrete is not None else self._build()
 
     def initial_values(self):
@@ -157,7 +159,7 @@ class FrozenFunction(tf.Module):
                 self.name, len(self.weight_names), ", ".join(self.weight_names),
                 len(weights)))
         values = [tf.convert_to_tensor(w) for w in weights]
-        result = self._function(*self._inputs(inputs), *values)
+        result = self.concrete_function(*self._inputs(inputs), *values)
         return result[0] if len(self.outputs) == 1 else tuple(result)
 
     def __call__(self, *inputs):

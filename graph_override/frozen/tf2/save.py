@@ -113,7 +113,7 @@ class _Serving(tf.Module):
         super().__init__(name=frozen_fn.name)
         self.weights = list(frozen_fn.weights)
         if graph_def is frozen_fn.graph_def:  # nothing to rewrite: the live function
-            concrete = frozen_fn._function  # pylint: disable=protected-access
+            concrete = frozen_fn.concrete_function
             input_specs = frozen_fn.specs()[0]
         else:
             weights = list(zip(frozen_fn.weight_names,
