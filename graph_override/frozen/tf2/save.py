@@ -260,7 +260,10 @@ def save(frozen_fn, path, *, overwrite=False):
     if os.path.isdir(os.path.dirname(path)):
         for note in _atomic_dir.recover(path):
             warnings.warn(note, RuntimeWarning, stacklevel=2)
-    check_target(path, overwrite)
+    try:
+        check_target(path, overwrite)
+    except ConversionError as e:  # a target that cannot be written: usage (CLI exit 2)
+        raise _target_error(str(e)) from None
     graph_def = portable_graph_def(frozen_fn.graph_def, frozen_fn.source)
     module = _Serving(frozen_fn, graph_def)
     try:
