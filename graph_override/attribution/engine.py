@@ -192,6 +192,17 @@ class _Context:
                 "%d: pass batches of that size, or re-export the model with a batch "
                 "dimension of None" % (self.x.shape[0], self.graph.input, shape[0]))
 
+    def resolve(self, target, x):
+        """The target for the batch `x` (see `targets.resolve`), checked
+        against the output's static shape (or its shape for x, where the graph
+        does not say)."""
+        shape = self.function.specs()[1][0].shape
+        if shape.rank is None or None in shape.as_list()[1:]:
+            dims = self.outputs(x).shape
+        else:
+            dims = (x.shape[0],) + tuple(shape.as_list()[1:])
+        return targets.resolve(target, dims, x.shape[0])
+
     def outputs(self, x):
         """The model's output for the batch `x` (ndarray)."""
         return self.function(tf.constant(x)).numpy()

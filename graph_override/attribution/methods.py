@@ -61,43 +61,41 @@ class Attribution:
         return self.maps if dtype is None else self.maps.astype(dtype)
 
 
-def _target_values(outputs, target):
-    """f at the target, one value per example, from output arrays."""
-    if target is None:
-        return outputs.reshape(outputs.shape[0])
-    if callable(target):
-        return np.asarray(target_lib.select(outputs, target))
-    return outputs.reshape(outputs.shape[0], -1)[np.arange(outputs.shape[0]), target]
-
-
-def _resolved(context, x, target):
-    outputs = context.outputs(x)
-    return outputs, target_lib.resolve(target, outputs)
-
-
-def _result(context, maps, target, outputs, delta=None):
+def _result(context, maps, outputs, target, delta=None):
     return Attribution(maps=maps, method=context.spec.name,
-                       targets=None if callable(target) else target,
-                       outputs=outputs, delta=delta)
+                       targets=target_lib.explained(outputs, target), outputs=outputs,
+                       delta=delta)
+
+
+def _fixed(context, x, target):
+    """(outputs for x, the target with the argmax made concrete): for the
+    methods that differentiate at other points than x (IG, SmoothGrad)."""
+    target = context.resolve(target, x)
+    outputs = context.outputs(x)
+    if isinstance(target, str):
+        target = np.argmax(outputs, axis=1)
+    return outputs, target
 
 
 def saliency(context, x, target, *, abs=True):  # pylint: disable=redefined-builtin
     """The gradient of the target; its absolute value with ``abs=True``."""
-    outputs, target = _resolved(context, x, target)
-    _, _, grads = context.gradient(x, target)
-    return _result(context, np.abs(grads) if abs else grads, target, outputs)
+    target = context.resolve(target, x)
+    outputs, _, grads = context.gradient(x, target)
+    return _result(context, np.abs(grads) if abs else grads, outputs, target)
 
 
 def gradient_input(context, x, target):
     """Gradient times input."""
-    outputs, target = _resolved(context, x, target)
-    return _result(context, context.gradient(x, target)[2] * x, target, outputs)
+    target = context.resolve(target, x)
+    outputs, _, grads = context.gradient(x, target)
+    return _result(context, grads * x, outputs, target)
 
 
 def modified_gradient(context, x, target):
     """The gradient under the method's rules (guided backprop, deconvnet)."""
-    outputs, target = _resolved(context, x, target)
-    return _result(context, context.gradient(x, target)[2], target, outputs)
+    target = context.resolve(target, x)
+    outputs, _, grads = context.gradient(x, target)
+    return _result(context, grads, outputs, target)
 
 
 def eps_lrp(context, x, target, *, epsilon=1e-4):  # pylint: disable=unused-argument
@@ -129,20 +127,20 @@ def integrated_gradients(context, x, target, *, baseline=None, steps=50,
     points of the Riemann `rule`; ``delta`` is the completeness gap."""
     points, weights = riemann(rule, steps)
     baseline = target_lib.baseline_for(baseline, x)
-    outputs, target = _resolved(context, x, target)
+    outputs, target = _fixed(context, x, target)
     total = np.zeros(x.shape, np.float64)
     for alpha, weight in zip(points, weights):
         path = (baseline + alpha * (x - baseline)).astype(x.dtype)
         total += weight * context.gradient(path, target)[2]
     maps = ((x - baseline) * total).astype(x.dtype)
     delta = _completeness(context, maps, outputs, baseline, target)
-    return _result(context, maps, target, outputs, delta)
+    return _result(context, maps, outputs, target, delta)
 
 
 def _completeness(context, maps, outputs, baseline, target):
-    ref = _target_values(context.outputs(baseline), target)
+    ref = target_lib.values(context.outputs(baseline), target)
     return maps.reshape(maps.shape[0], -1).sum(axis=1, dtype=np.float64) - (
-        _target_values(outputs, target).astype(np.float64) - ref)
+        target_lib.values(outputs, target).astype(np.float64) - ref)
 
 
 def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
@@ -154,7 +152,7 @@ def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
         raise AttributionError("samples=%r: expected an int >= 1" % (samples,))
     if not stdev_spread >= 0:
         raise AttributionError("stdev_spread=%r: expected a number >= 0" % (stdev_spread,))
-    outputs, target = _resolved(context, x, target)
+    outputs, target = _fixed(context, x, target)
     flat = x.reshape(x.shape[0], -1)
     sigma = (stdev_spread * (flat.max(axis=1) - flat.min(axis=1))).reshape(
         (-1,) + (1,) * (x.ndim - 1))
@@ -164,7 +162,7 @@ def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
         noisy = (x + rng.normal(size=x.shape) * sigma).astype(x.dtype)
         grads = context.gradient(noisy, target)[2].astype(np.float64)
         total += grads * grads if magnitude else grads
-    return _result(context, (total / samples).astype(x.dtype), target, outputs)
+    return _result(context, (total / samples).astype(x.dtype), outputs, target)
 
 
 def deeplift(context, x, target, *, baseline=None):
@@ -172,10 +170,12 @@ def deeplift(context, x, target, *, baseline=None):
     the inputs' half, maps (x - b) times the inputs' half of the gradient."""
     n = x.shape[0]
     baseline = target_lib.baseline_for(baseline, x)
-    outputs, target = _resolved(context, x, target)
+    target = context.resolve(target, x)
     both, _, grads = context.gradient(np.concatenate([x, baseline]), target, first=n)
+    outputs = both[:n]
     maps = ((x - baseline) * grads[:n]).astype(x.dtype)
+    concrete = np.argmax(outputs, axis=1) if isinstance(target, str) else target
     delta = maps.reshape(n, -1).sum(axis=1, dtype=np.float64) - (
-        _target_values(both[:n], target).astype(np.float64)
-        - _target_values(both[n:], target))
-    return _result(context, maps, target, outputs, delta)
+        target_lib.values(outputs, concrete).astype(np.float64)
+        - target_lib.values(both[n:], concrete))
+    return _result(context, maps, outputs, target, delta)

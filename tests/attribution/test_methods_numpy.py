@@ -1,6 +1,8 @@
 """Numpy references for the methods on tiny hand-built nets; targets,
 baselines, options, exact zeros, ties and the errors."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -108,11 +110,15 @@ def test_targets_none_int_array_and_callable(net):
 def test_a_tie_in_the_output_explains_the_first_class():
     with tf.Graph().as_default() as g:
         x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
-        tf.concat([x[:, :1] * 2.0, x[:, :1] * 2.0, -x[:, 1:]], axis=1, name="logits")
-    result = attribution.saliency(g.as_graph_def(), np.array([[1.0, 1.0]], "float32"),
-                                  inputs="x", outputs="logits", abs=False)
-    np.testing.assert_array_equal(result.targets, [0])  # np.argmax: the first maximum
-    np.testing.assert_array_equal(result.maps, [[2.0, 0.0]])
+        tf.concat([x[:, :1] * 2.0, x[:, 1:] * 2.0, -x[:, 1:]], axis=1, name="logits")
+    for method in ("saliency", "deeplift", "integrated_gradients"):
+        with (pytest.warns(UserWarning, match="change no node") if method == "deeplift"
+              else contextlib.nullcontext()):  # a linear model: no rule applies
+            result = attribution.attribute(g.as_graph_def(), method,
+                                           np.array([[1.0, 1.0], [1.0, 3.0]], "float32"),
+                                           inputs="x", outputs="logits")
+        np.testing.assert_array_equal(result.targets, [0, 1])  # a tie: the first maximum
+        np.testing.assert_allclose(result.maps[0], [2.0, 0.0], rtol=1e-6)
 
 
 def test_a_scalar_output_per_example_needs_no_target():
