@@ -136,7 +136,7 @@ class Explainer:
             per example.
           **options: the method's options (see `graph_override.attribution`:
             abs, baseline, steps, rule, stdev_spread, samples, seed,
-            magnitude, epsilon, layer, resize).
+            magnitude, internal_batch_size, epsilon, layer, resize).
 
         Returns:
           An `Attribution`: ``maps`` (x's shape; Grad-CAM: the layer's

@@ -121,17 +121,42 @@ def riemann(rule, steps):
     return (k + offset) / steps, np.full(steps, 1.0 / steps)
 
 
+def _weighted_gradients(context, inputs, weights, target, internal_batch_size, square=False):
+    """sum_k weights[k] * g(inputs(k)) (of g^2 with `square`), in float64;
+    `internal_batch_size` rows per model call (several k at once) where the
+    model's batch dimension is free, else one k per call."""
+    n = context.x.shape[0]
+    per_call = 1
+    if internal_batch_size is not None:
+        if (not isinstance(internal_batch_size, (int, np.integer))
+                or isinstance(internal_batch_size, bool) or internal_batch_size < 1):
+            raise AttributionError("internal_batch_size=%r: expected an int >= 1 (rows per "
+                                   "model call) or None" % (internal_batch_size,))
+        shape = context.input_spec.shape
+        if not shape.rank or shape[0] is None:
+            per_call = max(1, internal_batch_size // n)
+    total = np.zeros(context.x.shape, np.float64)
+    for start in range(0, len(weights), per_call):
+        ks = range(start, min(start + per_call, len(weights)))
+        rows = np.concatenate([inputs(k) for k in ks])
+        tiled = np.tile(target, len(ks)) if isinstance(target, np.ndarray) else target
+        grads = context.gradient(rows, tiled)[2].astype(np.float64)
+        for k, g in zip(ks, np.split(grads, len(ks))):
+            total += weights[k] * (g * g if square else g)
+    return total
+
+
 def integrated_gradients(context, x, target, *, baseline=None, steps=50,
-                         rule="riemann_trapezoid"):
+                         rule="riemann_trapezoid", internal_batch_size=None):
     """Integrated Gradients from `baseline` (zeros by default) in `steps`
-    points of the Riemann `rule`; ``delta`` is the completeness gap."""
+    points of the Riemann `rule`; ``delta`` is the completeness gap.
+    `internal_batch_size`: rows per model call (None: one step per call)."""
     points, weights = riemann(rule, steps)
     baseline = target_lib.baseline_for(baseline, x)
     outputs, target = _fixed(context, x, target)
-    total = np.zeros(x.shape, np.float64)
-    for alpha, weight in zip(points, weights):
-        path = (baseline + alpha * (x - baseline)).astype(x.dtype)
-        total += weight * context.gradient(path, target)[2]
+    total = _weighted_gradients(
+        context, lambda k: (baseline + points[k] * (x - baseline)).astype(x.dtype), weights,
+        target, internal_batch_size)
     maps = ((x - baseline) * total).astype(x.dtype)
     delta = _completeness(context, maps, outputs, baseline, target)
     return _result(context, maps, outputs, target, delta)
@@ -144,10 +169,11 @@ def _completeness(context, maps, outputs, baseline, target):
 
 
 def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
-               magnitude=False):
+               magnitude=False, internal_batch_size=None):
     """SmoothGrad: the gradient averaged over `samples` noisy copies of x,
     the noise's standard deviation `stdev_spread` times each example's value
-    range (PAIR saliency's convention)."""
+    range (PAIR saliency's convention). `internal_batch_size`: rows per
+    model call (None: one sample per call); the noise is the same either way."""
     if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 1:
         raise AttributionError("samples=%r: expected an int >= 1" % (samples,))
     if not stdev_spread >= 0:
@@ -157,12 +183,11 @@ def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
     sigma = (stdev_spread * (flat.max(axis=1) - flat.min(axis=1))).reshape(
         (-1,) + (1,) * (x.ndim - 1))
     rng = np.random.default_rng(seed)
-    total = np.zeros(x.shape, np.float64)
-    for _ in range(samples):
-        noisy = (x + rng.normal(size=x.shape) * sigma).astype(x.dtype)
-        grads = context.gradient(noisy, target)[2].astype(np.float64)
-        total += grads * grads if magnitude else grads
-    return _result(context, (total / samples).astype(x.dtype), outputs, target)
+    noise = (rng.normal(size=x.shape) for _ in range(samples))  # drawn in order k
+    total = _weighted_gradients(
+        context, lambda k: (x + next(noise) * sigma).astype(x.dtype),
+        np.full(samples, 1.0 / samples), target, internal_batch_size, square=magnitude)
+    return _result(context, total.astype(x.dtype), outputs, target)
 
 
 def deeplift(context, x, target, *, baseline=None):

@@ -19,8 +19,11 @@ def inputs():
     return x
 
 
-def _explainer(activation, bias=True, seed=3):
-    graph_def = nets.dense_graph_def(nets.dense_params(SIZES, seed, bias=bias), activation)
+def _explainer(activation, bias=True, seed=3, form="graph"):
+    params = nets.dense_params(SIZES, seed, bias=bias)
+    if form == "keras":  # the activations inside Keras layers
+        return attribution.Explainer(nets.dense_keras_model(params, activation))
+    graph_def = nets.dense_graph_def(params, activation)
     return attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0")
 
 
@@ -61,9 +64,10 @@ def test_deeplift_differs_from_gradient_times_input_with_biases(relu_net, inputs
     assert np.abs(deeplift.maps - gxi.maps).max() > 1e-3
 
 
+@pytest.mark.parametrize("form", ["graph", "keras"])
 @pytest.mark.parametrize("activation", ["relu", "tanh", "sigmoid", "softplus", "elu"])
-def test_deeplift_sums_to_delta(activation, inputs):
-    net = _explainer(activation)
+def test_deeplift_sums_to_delta(activation, form, inputs):
+    net = _explainer(activation, form=form)
     baseline = np.random.RandomState(11).normal(0, 0.5, SIZES[0]).astype("float32")
     for base in (None, baseline):
         result = net.attribute("deeplift", inputs, target=[0, 1, 2, 1, 0], baseline=base)

@@ -164,6 +164,17 @@ def test_smoothgrad_is_repeatable_and_without_noise_is_the_gradient(net):
                                rtol=1e-5)
 
 
+def test_internal_batch_size_groups_steps_without_changing_the_maps(net):
+    for method, options in (("integrated_gradients", {"steps": 7}),
+                            ("smoothgrad", {"samples": 5, "seed": 2})):
+        one = net.attribute(method, X, 0, **options)
+        for rows in (4, 9, 1000):
+            grouped = net.attribute(method, X, 0, internal_batch_size=rows, **options)
+            np.testing.assert_allclose(grouped.maps, one.maps, rtol=1e-6, atol=1e-7)
+    with pytest.raises(AttributionError, match="internal_batch_size=0: expected an int"):
+        net.attribute("integrated_gradients", X, internal_batch_size=0)
+
+
 def test_attribution_results_convert_to_arrays(net):
     result = net.attribute("saliency", X)
     assert np.asarray(result) is result.maps
