@@ -90,7 +90,9 @@ def select(output, target):
         return scalars
     if isinstance(target, str):  # ARGMAX: the index is a constant of the gradient
         target = tf.argmax(output, axis=1)
-    return tf.gather(output, target, axis=1, batch_dims=1)
+    # a one-hot product: its gradient is one multiply (a gather's is a scatter)
+    mask = tf.one_hot(target, tf.shape(output)[1], dtype=output.dtype)
+    return tf.reduce_sum(output * mask, axis=1)
 
 
 def values(outputs, target):
