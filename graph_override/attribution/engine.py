@@ -49,6 +49,10 @@ class Explainer:
         tensor of the session's graph, or a one-element list of either).
       session: a `tf.compat.v1.Session` whose graph holds `inputs` and
         `outputs`; its variables are frozen with the values they have now.
+      rules: patch rules of the caller's own (``frozen.patch`` rule strings
+        or `Rule` s, e.g. ``["MyOp=Identity"]`` or a gradient for an op the
+        method does not cover), applied before the method's: where both
+        select a node, the caller's wins.
 
     Example:
       >>> import numpy as np, tensorflow as tf
@@ -61,8 +65,9 @@ class Explainer:
       array([[1., 2.]], dtype=float32)
     """
 
-    def __init__(self, model=None, *, inputs=None, outputs=None, session=None):
+    def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=()):
         self._model = model
+        self.rules = tuple(as_rules(rules)) if rules else ()
         self._graphs = {}
         self._functions = {}
         if session is not None:
@@ -101,8 +106,9 @@ class Explainer:
         """The `FrozenFunction` of the model patched with `method_rules`
         (``frozen.patch`` rule strings), made on first use."""
         graph = self.model_graph(x)
-        return self.cached((id(graph), tuple(method_rules)),
-                           lambda: self._make_function(graph, method_rules))
+        every = self.rules + tuple(method_rules)
+        return self.cached((id(graph),) + tuple(str(r) for r in every),
+                           lambda: self._make_function(graph, every))
 
     @staticmethod
     def _make_function(graph, method_rules):
@@ -117,7 +123,7 @@ class Explainer:
         if method_rules and not function.patch_report.changes:
             warnings.warn(
                 "the rules %s change no node of %s: the maps are those of the plain "
-                "gradient" % (", ".join(method_rules), graph.source),
+                "gradient" % (", ".join(map(str, method_rules)), graph.source),
                 UserWarning, stacklevel=5)
         return function
 
@@ -236,9 +242,9 @@ class _Context:
 
 
 def attribute(model, method, x, target=None, *, inputs=None, outputs=None, session=None,
-              **options):
-    """One call: `Explainer(model, inputs=..., outputs=..., session=...)
-    .attribute(method, x, target, **options)`. Keep an `Explainer` to explain
+              rules=(), **options):
+    """One call: `Explainer(model, inputs=..., outputs=..., session=...,
+    rules=...).attribute(method, x, target, **options)`. Keep an `Explainer` to explain
     several batches or methods of one model without freezing it again.
 
     Example:
@@ -251,10 +257,11 @@ def attribute(model, method, x, target=None, *, inputs=None, outputs=None, sessi
       True
     """
     if isinstance(model, Explainer):
-        if inputs is not None or outputs is not None or session is not None:
-            raise AttributionError("an Explainer already has its model; give no inputs=, "
-                                   "outputs= or session=")
+        if inputs is not None or outputs is not None or session is not None or rules:
+            raise AttributionError("an Explainer already has its model and rules; give no "
+                                   "inputs=, outputs=, session= or rules=")
         explainer = model
     else:
-        explainer = Explainer(model, inputs=inputs, outputs=outputs, session=session)
+        explainer = Explainer(model, inputs=inputs, outputs=outputs, session=session,
+                              rules=rules)
     return explainer.attribute(method, x, target, **options)

@@ -67,8 +67,10 @@ def _functions(context, layer):
 
     def make():
         try:
-            return (FrozenFunction(graph.graph_def, [graph.input], [layer]),
-                    FrozenFunction(graph.graph_def, [graph.input, layer], [graph.output]))
+            own = dict(rules=list(context.explainer.rules), on_no_match="ignore")
+            return (FrozenFunction(graph.graph_def, [graph.input], [layer], **own),
+                    FrozenFunction(graph.graph_def, [graph.input, layer], [graph.output],
+                                   **own))
         except GraphOverrideError as e:
             raise AttributionError("grad_cam(layer=%r): %s" % (layer, e)) from e
 
@@ -105,6 +107,11 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
         outputs = head(xt, activations)
         scalars = target_lib.select(outputs, target)
     grads = tape.gradient(scalars, activations)
+    if grads is None:
+        raise AttributionError(
+            "grad_cam: the output %s does not depend on the layer %s through ops with a "
+            "gradient; give the Explainer rules= for the ops without one (e.g. "
+            "rules=['Round=ste_round'])" % (graph.output, layer))
     outputs = outputs.numpy()
     weights = tf.reduce_mean(grads, axis=[1, 2], keepdims=True)
     cam = tf.nn.relu(tf.reduce_sum(weights * activations, axis=-1))

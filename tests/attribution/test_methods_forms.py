@@ -146,6 +146,22 @@ def test_grad_cam_refuses_a_layer_it_cannot_use(cnn):
         attribution.grad_cam(dense, np.ones((1, 3), "float32"), inputs="x", outputs="logits")
 
 
+def test_grad_cam_applies_the_callers_rules(cnn):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        logits = nets.cnn(cnn, x)
+        tf.identity(tf.round(logits * 100.0), name="rounded")
+    images = nets.images(2, seed=6)
+    with pytest.raises(AttributionError, match="does not depend on the layer features:0"):
+        attribution.grad_cam(g.as_graph_def(), images, 0, inputs="x", outputs="rounded")
+    rounded = attribution.Explainer(g.as_graph_def(), inputs="x", outputs="rounded",
+                                    rules=["Round=ste_round"])
+    plain = attribution.Explainer(g.as_graph_def(), inputs="x", outputs=logits.name)
+    np.testing.assert_allclose(rounded.attribute("grad_cam", images, 0).maps,
+                               100.0 * plain.attribute("grad_cam", images, 0).maps,
+                               rtol=1e-5, atol=1e-5)
+
+
 def _v1_loop_session():
     graph = tf.Graph()
     with graph.as_default():

@@ -236,3 +236,19 @@ def test_model_arguments_are_checked():
         attribution.Explainer(42)
     with pytest.raises(AttributionError, match="returns tuple, not one tensor"):
         attribution.saliency(lambda t: (t, t), X)
+
+
+def test_rules_of_the_callers_own_come_before_the_methods():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        h = tf.nn.relu(tf.matmul(tf.round(x * 3.0), W1) + B1)
+        tf.identity(tf.matmul(h, W2) + B2, name="logits")
+    graph_def = g.as_graph_def()
+    with pytest.raises(AttributionError, match="does not depend on the input x:0"):
+        attribution.saliency(graph_def, X, 0, inputs="x", outputs="logits")  # Round: None
+    explainer = attribution.Explainer(graph_def, inputs="x", outputs="logits",
+                                      rules=["Round=ste_round", "Relu=Identity"])
+    through = 3.0 * (W1 @ W2[:, 0])  # Round straight through, every Relu passing dy
+    for method in ("saliency", "guided_backprop", "deconvnet"):
+        maps = explainer.attribute(method, X, 0).maps
+        np.testing.assert_allclose(np.abs(maps), np.abs(np.tile(through, (4, 1))), rtol=1e-6)
