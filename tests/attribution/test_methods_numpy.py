@@ -252,3 +252,26 @@ def test_rules_of_the_callers_own_come_before_the_methods():
     for method in ("saliency", "guided_backprop", "deconvnet"):
         maps = explainer.attribute(method, X, 0).maps
         np.testing.assert_allclose(np.abs(maps), np.abs(np.tile(through, (4, 1))), rtol=1e-6)
+
+
+def test_each_one_call_function_takes_its_methods_options_and_passes_them_on(net):
+    import inspect  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import engine  # pylint: disable=import-outside-toplevel
+    options = {"saliency": {"abs": False}, "integrated_gradients": {"steps": 3},
+               "smoothgrad": {"samples": 2, "seed": 0}, "eps_lrp": {"epsilon": 0.5},
+               "deeplift": {"baseline": 0.25}}
+    for name in attribution.METHODS:
+        function = getattr(attribution, name)
+        taken = [p for p, v in inspect.signature(function).parameters.items()
+                 if v.kind == v.KEYWORD_ONLY and p not in ("inputs", "outputs", "session",
+                                                           "rules")]
+        own = [p for p in inspect.signature(engine._METHODS[name]).parameters  # pylint: disable=protected-access
+               if p not in ("context", "x", "target")]
+        assert taken == own, name
+        if name == "grad_cam":
+            continue  # no 4-D layer in this net (tested in test_methods_forms.py)
+        expected = net.attribute(name, X, 1, **options.get(name, {}))
+        result = function(net, X, 1, **options.get(name, {}))
+        np.testing.assert_array_equal(result.maps, expected.maps, err_msg=name)
+    with pytest.raises(AttributionError, match="already has its model"):
+        attribution.saliency(net, X, inputs="x")
