@@ -17,7 +17,8 @@ import warnings
 
 import tensorflow as tf
 
-from graph_override.attribution import gradcam, methods, models, rules, targets
+from graph_override.attribution import gradcam, methods, models, targets
+from graph_override.attribution import rules as method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.frozen.patching.rules import as_rules
 from graph_override.frozen.tf2.function import FrozenFunction
@@ -153,7 +154,7 @@ class Explainer:
           AttributionError: an unknown method or option, x of the wrong shape
             or dtype, a target or baseline that does not fit.
         """
-        spec = rules.method_spec(method)
+        spec = method_table.method_spec(method)
         run = _METHODS[spec.name]
         accepted = [p for p in inspect.signature(run).parameters if p not in
                     ("context", "x", "target")]
@@ -162,7 +163,7 @@ class Explainer:
             raise AttributionError("%s takes no option %s; its options: %s" % (
                 spec.name, ", ".join(unknown), ", ".join(accepted) or "none"))
         rule_params = {k: options[k] for k in spec.options if k in options}
-        method_rules = rules.rule_strings(spec.name, **rule_params)
+        method_rules = method_table.rule_strings(spec.name, **rule_params)
         if rule_params:
             try:
                 as_rules(method_rules[:1])
@@ -226,7 +227,7 @@ class _Context:
         if grads is None:
             raise AttributionError("%s: the output %s does not depend on the input %s"
                                    % (self.graph.source, self.graph.output, self.graph.input))
-        return y.numpy(), scalars.numpy(), grads.numpy()
+        return y.numpy(), scalars.numpy(), tf.convert_to_tensor(grads).numpy()
 
     def check_doubling(self, n):
         """Refuses a fixed batch dimension that a batch of 2n cannot fill."""
