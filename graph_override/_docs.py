@@ -87,6 +87,9 @@ def docstring(name, family):
     if family == "overrides":
         text.append("    EagerModeError: called where TensorFlow ignores "
                     "override maps.")
+    if spec.op_types is not None:
+        text.append("    RuleError: its gradient is asked of an op type it does not "
+                    "cover (see the Forward line).")
     text += ["", _example(name, family, doc)]
     if doc.paper:
         text += ["", "  Reference: " + doc.paper]
