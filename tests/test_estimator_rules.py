@@ -386,6 +386,18 @@ def test_patch_refuses_a_rule_on_an_op_type_it_does_not_cover():
         frozen.make_portable(_graph(), "MatMul=deeplift_rescale")
 
 
+def test_patch_refuses_forward_keywords_in_a_rule():
+    """activation= and alpha= build the forward of the family functions; a
+    rule on a node reads the node's, so setting them there is refused rather
+    than ignored."""
+    with pytest.raises(RuleError, match="patch: eps_lrp on node 'LeakyRelu': alpha= choose "
+                                        "the forward op.*Drop alpha from the rule"):
+        frozen.patch(_graph(), "LeakyRelu=eps_lrp:alpha=0.5")
+    with pytest.raises(RuleError, match="activation= choose"):
+        frozen.patch(_graph(), [frozen.Rule("Tanh", estimator="eps_lrp",
+                                            params={"activation": "Sigmoid"})])
+
+
 @pytest.mark.parametrize("rule", ["guided_relu", "deconv_relu"])
 def test_make_portable_refuses_rules_not_linear_in_dy(rule):
     with pytest.raises(RuleError, match="make_portable: %s cannot be made portable: its "
@@ -396,3 +408,23 @@ def test_make_portable_refuses_rules_not_linear_in_dy(rule):
     patched, _ = frozen.patch(_graph(), "Relu=%s" % rule)
     assert go.registry.is_resolvable(
         [n for n in patched.node if n.op == "Relu"][0].attr["_gradient_op_type"].s.decode())
+
+
+def test_the_patch_command_maps_rules_and_refuses_what_cannot_work(tmp_path, capsys):
+    from graph_override import cli  # pylint: disable=import-outside-toplevel
+    model = str(tmp_path / "model.pb")
+    frozen.save(_graph(), model)
+    out = str(tmp_path / "out.pb")
+    assert cli.main(["patch", model, "-o", out, "--map", "Tanh=eps_lrp:epsilon=0.01",
+                     "--map", "Relu6=deeplift_rescale:threshold=0.001"]) == 0
+    names = {n.op: n.attr["_gradient_op_type"].s.decode() for n in frozen.load(out).node
+             if "_gradient_op_type" in n.attr}
+    assert names == {"Tanh": "graph_override.eps_lrp(epsilon=0.01)",
+                     "Relu6": "graph_override.deeplift_rescale(threshold=0.001)"}
+    for argv, words in [(["--map", "MatMul=eps_lrp"], "eps_lrp on node 'MatMul' (op MatMul)"),
+                        (["--portable", "--map", "Relu=deconv_relu"],
+                         "deconv_relu cannot be made portable")]:
+        bad = str(tmp_path / "bad.pb")
+        assert cli.main(["patch", model, "-o", bad] + argv) == 1
+        assert words in capsys.readouterr().err
+        assert not (tmp_path / "bad.pb").exists()
