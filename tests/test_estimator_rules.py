@@ -428,3 +428,14 @@ def test_the_patch_command_maps_rules_and_refuses_what_cannot_work(tmp_path, cap
         assert cli.main(["patch", model, "-o", bad] + argv) == 1
         assert words in capsys.readouterr().err
         assert not (tmp_path / "bad.pb").exists()
+
+
+def test_the_portable_deeplift_checks_the_batch_when_run():
+    """In the portable form the multiplier is part of the forward, so an odd
+    batch fails there, with the rule's words (documented in the guide)."""
+    portable, _ = frozen.make_portable(_graph(), "Relu=deeplift_rescale")
+    y, dx = _run_frozen(portable, np.ones((4, 3), np.float32), plain=True)
+    assert y.shape == (4, 1) and dx.shape == (4, 3)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="deeplift_rescale on a node made portable: the batch"):
+        _run_frozen(portable, np.ones((3, 3), np.float32), plain=True)

@@ -160,7 +160,12 @@ def rescale_multiplier(x, params, y):
     m = (y[:N] - y[N:]) / (x[:N] - x[N:]) where |x[:N] - x[N:]| >= threshold
     (and is not 0), else f'(x[:N]); 0 where m is not finite. Both halves get
     m (concat([m, m])), as Captum's rule does."""
-    where = "its input" if tf.executing_eagerly() else "op %r" % y.op.name
+    if tf.executing_eagerly():
+        where = "its input"
+    elif y.op.type == "Placeholder":  # the portable form's template, shared by nodes
+        where = "a node made portable"
+    else:
+        where = "op %r" % y.op.name
     n = _halves(x, where)
     x_in, x_ref, y_in, y_ref = x[:n], x[n:], y[:n], y[n:]
     delta_x, delta_y = x_in - x_ref, y_in - y_ref
