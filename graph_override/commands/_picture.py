@@ -21,7 +21,7 @@ MAX_ROWS = 16  # a taller figure is unreadable; the first MAX_ROWS examples are 
 def matplotlib_missing():
     """None, or what to do when matplotlib does not import."""
     try:
-        import matplotlib  # pylint: disable=import-outside-toplevel,unused-import
+        import matplotlib  # noqa: F401  # pylint: disable=import-outside-toplevel,unused-import
     except ImportError as e:
         return ("--png needs matplotlib, which does not import (%s): install it with "
                 "python -m pip install 'graph_override[scripts]' (or matplotlib), or "
