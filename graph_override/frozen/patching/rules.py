@@ -157,9 +157,12 @@ def _action_kwargs(text, action):
     try:
         return _action(text, action)
     except RuleError as e:
-        if str(e).startswith("--map "):
+        message = str(e)
+        if message.startswith("--map "):
             raise
-        raise RuleError("--map %r: %s" % (text, e)) from e
+        if message.startswith("%r: " % action):  # user_functions names the action
+            message = message[len("%r: " % action):]
+        raise RuleError("--map %r: %s" % (text, message)) from e
 
 
 def _action(text, action):
