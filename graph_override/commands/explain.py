@@ -159,18 +159,6 @@ def _options(args, spec):
     return options
 
 
-def _explainer(model, inputs, outputs, user_rules):
-    """An `Explainer` whose every function applies `user_rules` (rule
-    strings) before the method's."""
-    from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
-
-    class _WithUserRules(Explainer):
-        def function(self, x, method_rules=()):
-            return super().function(x, tuple(user_rules) + tuple(method_rules))
-
-    return _WithUserRules(model, inputs=inputs, outputs=outputs)
-
-
 def _warn_coverage(args, graph, spec, user_ops):
     from graph_override.attribution import coverage  # pylint: disable=import-outside-toplevel
     report = coverage.coverage_report(graph.graph_def, spec.name, inputs=[graph.input],
@@ -191,12 +179,14 @@ def _run(args):
     import numpy as np  # pylint: disable=import-outside-toplevel
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import rules  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
     from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
     spec = rules.method_spec(args.method)
     options = _options(args, spec)
     user_rules = [frozen.parse_rule(m) for m in args.maps]
     x = _array(args.data, "--data")
-    explainer = _explainer(args.model, args.inputs, args.outputs, args.maps)
+    explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
+                          rules=user_rules)
     graph = explainer.model_graph(x)
     _warn_coverage(args, graph, spec, {r.op_type for r in user_rules if r.op_type})
     result = explainer.attribute(spec.name, x, args.target, **options)
