@@ -16,7 +16,7 @@ import collections
 
 import tensorflow as tf
 
-from graph_override.errors import UnknownEstimatorError
+from graph_override.errors import RuleError, UnknownEstimatorError
 from graph_override.estimators import rules, table  # noqa: F401  (table defines the records)
 from graph_override.estimators._record import (ESTIMATORS, REQUIRED, Doc, EstimatorSpec,
                                                Param, normalize, spec, suggestions)
@@ -100,13 +100,24 @@ def gradient(estimator, x, dy, params, y=None):
     return dy if g is None else dy * g
 
 
-def covers(estimator, op_type, where, what=""):
+def covers(estimator, op_type, where, what="", params=None):
     """Raises RuleError if `estimator` is a rule that does not cover op type
     `op_type` (`where` names the node: "node 'dense/Relu'", `what` the
-    caller: "patch"); estimators, which fit any same-shape op, pass."""
+    caller: "patch"), or if `params` (a patch rule's) set what the rule reads
+    from the node (activation, alpha); estimators, which fit any same-shape
+    op, pass."""
     s = spec(estimator)
-    if s.op_types is not None:
-        rules.check_op_type(estimator, s.op_types, op_type, where, what)
+    if s.op_types is None:
+        return
+    rules.check_op_type(estimator, s.op_types, op_type, where, what)
+    given = sorted(p.name for p in s.params
+                   if not p.in_name and (params or {}).get(p.name, p.default) != p.default)
+    if given:
+        raise RuleError(
+            "%s%s on %s: %s choose the forward op of the family functions; on a "
+            "node the rule reads the node's own op type and attrs. Drop %s from "
+            "the rule." % (what + ": " if what else "", estimator, where,
+                           " and ".join("%s=" % g for g in given), ", ".join(given)))
 
 
 def node_params(estimator, params, op_type, alpha=None):
