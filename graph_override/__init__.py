@@ -35,7 +35,7 @@ _NAMES = dict(
         "registry_size", "resolve")]
     + [(n, "graph_override.scope") for n in ("NoMatchWarning", "override_gradients")])
 _SUBMODULES = ("attribution", "errors", "estimators", "frozen", "legacy", "migrate",
-               "overrides", "stopgrad", "testing", "tf2", "training")
+               "overrides", "stopgrad", "testing", "tf2", "training", "user_functions")
 
 __all__ = [
     "ConcurrentScopeError",
@@ -67,6 +67,7 @@ __all__ = [
     "testing",
     "tf2",
     "training",
+    "user_functions",
 ]
 
 
