@@ -3,9 +3,9 @@
 Runs inside the reference venv (compat/reference_venv.sh: torch, captum,
 numpy; no TensorFlow, no graph_override), as
 
-    python captum_maps.py REQUEST.npz RESULT.npz
+    python captum_maps.py REQUEST.npz RESULT.npz [REQUEST.npz RESULT.npz ...]
 
-REQUEST holds `spec` (JSON: the layers and the methods to run), the inputs
+(several pairs in one run spare the tests torch's start-up). REQUEST holds `spec` (JSON: the layers and the methods to run), the inputs
 `x` in TensorFlow's layout (NHWC for images), `baseline`, `target` (a class
 per example) and each layer's weights in TensorFlow's layouts: `w{i}`/`b{i}`
 for layer i, dense kernels [in, out], conv kernels HWIO. RESULT holds
@@ -100,8 +100,11 @@ def _to_tf(t):
 
 
 def attribute(model, method, x, baseline, target):
-    """One Captum method's map (and delta, or None) for one request entry."""
+    """One Captum method's map (and delta, or None) for one request entry;
+    "zero_baseline": true replaces the request's baseline by zeros."""
     name = method["method"]
+    if method.get("zero_baseline"):
+        baseline = torch.zeros_like(x)
     if name == "saliency":
         return Saliency(model).attribute(x, target=target, abs=method.get("abs", False)), None
     if name == "input_x_gradient":
@@ -138,12 +141,14 @@ def run(request):
 
 
 def main(argv):
-    if len(argv) != 3:
-        print("usage: captum_maps.py REQUEST.npz RESULT.npz", file=sys.stderr)
+    if len(argv) < 3 or len(argv) % 2 == 0:
+        print("usage: captum_maps.py REQUEST.npz RESULT.npz [REQUEST.npz RESULT.npz ...]",
+              file=sys.stderr)
         return 2
-    with np.load(argv[1]) as request:
-        result = run(dict(request))
-    np.savez(argv[2], **result)
+    for request_path, result_path in zip(argv[1::2], argv[2::2]):
+        with np.load(request_path) as request:
+            result = run(dict(request))
+        np.savez(result_path, **result)
     return 0
 
 

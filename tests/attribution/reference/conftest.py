@@ -37,27 +37,42 @@ def reference_env():
     except (OSError, subprocess.TimeoutExpired) as e:
         _missing(f"compat/reference_venv.sh did not run: {e}")
     if done.returncode != 0:
-        _missing("compat/reference_venv.sh could not build the reference venv "
+        _missing("compat/reference_venv.sh could not build the reference implementations "
                  f"(exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
 
 
-def run_reference(python, script, request, result, env=None):
-    """Runs `python script request result` and returns the result's arrays."""
-    done = subprocess.run([str(python), str(script), str(request), str(result)],
-                          capture_output=True, text=True, timeout=600, check=False,
+def _run(python, script, requests, env=None):
+    """Runs `python script REQUEST RESULT ...` and returns each result's arrays."""
+    requests = [pathlib.Path(r) for r in requests]
+    results = [r.with_name(r.stem + "." + script.stem + ".npz") for r in requests]
+    argv = [str(python), str(script)]
+    for pair in zip(requests, results):
+        argv += [str(p) for p in pair]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False,
                           env=env)
     if done.returncode != 0:
         raise AssertionError(f"{script.name} failed (exit {done.returncode}):\n{done.stderr}")
-    with np.load(result) as arrays:
-        return dict(arrays)
+    loaded = []
+    for result in results:
+        with np.load(result) as arrays:
+            loaded.append(dict(arrays))
+    return loaded
 
 
 @pytest.fixture(scope="session")
 def captum(reference_env):
-    """captum(request_path) -> Captum's maps (captum_maps.py) as a dict of arrays."""
-    def run(request):
-        request = pathlib.Path(request)
-        return run_reference(reference_env["captum_python"], HERE / "captum_maps.py",
-                             request, request.with_name(request.stem + ".captum.npz"))
-    return run
+    """captum([request, ...]) -> Captum's maps for each request (captum_maps.py,
+    one subprocess in the torch venv)."""
+    return lambda requests: _run(reference_env["captum_python"], HERE / "captum_maps.py",
+                                 requests)
+
+
+@pytest.fixture(scope="session")
+def pair_saliency(reference_env):
+    """pair_saliency(request) -> PAIR's maps and the frozen graph (pair_maps.py,
+    one subprocess of this python, PAIR's package on its path)."""
+    path = os.pathsep.join(p for p in (reference_env["pair_path"],
+                                       os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
+    return lambda request: _run(sys.executable, HERE / "pair_maps.py", [request], env)[0]
