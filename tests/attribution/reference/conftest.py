@@ -70,9 +70,10 @@ def captum(reference_env):
 
 @pytest.fixture(scope="session")
 def pair_saliency(reference_env):
-    """pair_saliency(request) -> PAIR's maps and the frozen graph (pair_maps.py,
-    one subprocess of this python, PAIR's package on its path)."""
+    """pair_saliency([request, ...]) -> PAIR's maps and the frozen graph for
+    each request (pair_maps.py, one subprocess of this python, PAIR's package
+    on its path)."""
     path = os.pathsep.join(p for p in (reference_env["pair_path"],
                                        os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=path)
-    return lambda request: _run(sys.executable, HERE / "pair_maps.py", [request], env)[0]
+    return lambda requests: _run(sys.executable, HERE / "pair_maps.py", requests, env)

@@ -3,7 +3,7 @@
 Runs with the TensorFlow under test (2.21 or 2.15) and PAIR's package on its
 path (compat/reference_venv.sh puts it in compat/.reference/pair-pyX.Y), as
 
-    PYTHONPATH=PAIR_PATH python pair_maps.py REQUEST.npz RESULT.npz
+    PYTHONPATH=PAIR_PATH python pair_maps.py REQUEST.npz RESULT.npz [REQUEST RESULT ...]
 
 REQUEST is the one captum_maps.py reads (its layers; its methods are
 ignored). The network is built as a tf.compat.v1 graph with Variables in a
@@ -78,12 +78,14 @@ def run(request, checkpoint):
 
 
 def main(argv):
-    if len(argv) != 3:
-        print("usage: pair_maps.py REQUEST.npz RESULT.npz", file=sys.stderr)
+    if len(argv) < 3 or len(argv) % 2 == 0:
+        print("usage: pair_maps.py REQUEST.npz RESULT.npz [REQUEST.npz RESULT.npz ...]",
+              file=sys.stderr)
         return 2
-    with np.load(argv[1]) as request, tempfile.TemporaryDirectory() as scratch:
-        result = run(dict(request), os.path.join(scratch, "guided_backprop_ckpt"))
-    np.savez(argv[2], **result)
+    for request_path, result_path in zip(argv[1::2], argv[2::2]):
+        with np.load(request_path) as request, tempfile.TemporaryDirectory() as scratch:
+            result = run(dict(request), os.path.join(scratch, "guided_backprop_ckpt"))
+        np.savez(result_path, **result)
     return 0
 
 
