@@ -26,10 +26,12 @@ export PIP_ROOT_USER_ACTION=ignore
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-python3}"
 DIR="${GRAPH_OVERRIDE_REFERENCE_DIR:-$ROOT/compat/.reference}"
-PYVER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+fail() { echo "compat/reference_venv.sh: $1" >&2; exit 2; }
+PYVER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+  || fail "PYTHON=$PY does not run; set PYTHON to a Python 3.11 interpreter"
 CAPTUM="$DIR/captum"
 PAIR="$DIR/pair-py$PYVER"
-mkdir -p "$DIR"
+mkdir -p "$DIR" || fail "cannot create $DIR"
 
 # Holds the lock until the script ends: a second run waits, then finds the stamps.
 exec 9> "$DIR/.lock"
@@ -42,7 +44,6 @@ up_to_date() {
 stamp() { sha256sum < "$2" > "$1/.stamp.tmp" && mv "$1/.stamp.tmp" "$1/.stamp"; }
 # pip's notes about this machine's absent local index folders are noise.
 quiet() { "$@" 2> >(grep -v "is neither a file nor a directory" >&2); }
-fail() { echo "compat/reference_venv.sh: $1" >&2; exit 2; }
 
 REQ="$ROOT/compat/reference-captum.txt"
 if ! up_to_date "$CAPTUM" "$REQ"; then
