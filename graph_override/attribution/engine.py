@@ -15,11 +15,12 @@ weights give the same maps.
 import inspect
 import warnings
 
-import numpy as np
 import tensorflow as tf
 
-from graph_override.attribution import gradcam, methods, models, rules, targets
-from graph_override.errors import AttributionError, GraphOverrideError
+from graph_override.attribution import gradcam, methods, models, targets
+from graph_override.attribution import rules as method_table
+from graph_override.errors import AttributionError, GraphOverrideError, RuleError
+from graph_override.frozen.patching.rules import as_rules
 from graph_override.frozen.tf2.function import FrozenFunction
 
 __all__ = ["Explainer", "attribute"]
@@ -49,6 +50,10 @@ class Explainer:
         tensor of the session's graph, or a one-element list of either).
       session: a `tf.compat.v1.Session` whose graph holds `inputs` and
         `outputs`; its variables are frozen with the values they have now.
+      rules: patch rules of the caller's own (``frozen.patch`` rule strings
+        or `Rule` s, e.g. ``["MyOp=Identity"]`` or a gradient for an op the
+        method does not cover), applied before the method's: where both
+        select a node, the caller's wins.
 
     Example:
       >>> import numpy as np, tensorflow as tf
@@ -61,8 +66,9 @@ class Explainer:
       array([[1., 2.]], dtype=float32)
     """
 
-    def __init__(self, model=None, *, inputs=None, outputs=None, session=None):
+    def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=()):
         self._model = model
+        self.rules = tuple(as_rules(rules)) if rules else ()
         self._graphs = {}
         self._functions = {}
         if session is not None:
@@ -101,8 +107,9 @@ class Explainer:
         """The `FrozenFunction` of the model patched with `method_rules`
         (``frozen.patch`` rule strings), made on first use."""
         graph = self.model_graph(x)
-        return self.cached((id(graph), tuple(method_rules)),
-                           lambda: self._make_function(graph, method_rules))
+        every = self.rules + tuple(method_rules)
+        return self.cached((id(graph),) + tuple(str(r) for r in every),
+                           lambda: self._make_function(graph, every))
 
     @staticmethod
     def _make_function(graph, method_rules):
@@ -117,7 +124,7 @@ class Explainer:
         if method_rules and not function.patch_report.changes:
             warnings.warn(
                 "the rules %s change no node of %s: the maps are those of the plain "
-                "gradient" % (", ".join(method_rules), graph.source),
+                "gradient" % (", ".join(map(str, method_rules)), graph.source),
                 UserWarning, stacklevel=5)
         return function
 
@@ -136,7 +143,7 @@ class Explainer:
             per example.
           **options: the method's options (see `graph_override.attribution`:
             abs, baseline, steps, rule, stdev_spread, samples, seed,
-            magnitude, epsilon, layer, resize).
+            magnitude, internal_batch_size, epsilon, layer, resize).
 
         Returns:
           An `Attribution`: ``maps`` (x's shape; Grad-CAM: the layer's
@@ -147,7 +154,7 @@ class Explainer:
           AttributionError: an unknown method or option, x of the wrong shape
             or dtype, a target or baseline that does not fit.
         """
-        spec = rules.method_spec(method)
+        spec = method_table.method_spec(method)
         run = _METHODS[spec.name]
         accepted = [p for p in inspect.signature(run).parameters if p not in
                     ("context", "x", "target")]
@@ -156,8 +163,14 @@ class Explainer:
             raise AttributionError("%s takes no option %s; its options: %s" % (
                 spec.name, ", ".join(unknown), ", ".join(accepted) or "none"))
         rule_params = {k: options[k] for k in spec.options if k in options}
-        context = _Context(self, models.as_float_input(x), spec,
-                           rules.rule_strings(spec.name, **rule_params))
+        method_rules = method_table.rule_strings(spec.name, **rule_params)
+        if rule_params:
+            try:
+                as_rules(method_rules[:1])
+            except RuleError as e:
+                raise AttributionError("%s(%s): %s" % (spec.name, ", ".join(
+                    "%s=%r" % kv for kv in rule_params.items()), e)) from e
+        context = _Context(self, models.as_float_input(x), spec, method_rules)
         return run(context, context.x, target, **options)
 
 
@@ -172,11 +185,30 @@ class _Context:
         input_spec = self.function.specs()[0][0]
         self.input_spec = input_spec
         self.x = models.as_float_input(x, input_spec.dtype)
-        if not input_spec.shape.is_compatible_with(self.x.shape):
+        shape = input_spec.shape
+        if shape.rank is not None and (self.x.ndim != shape.rank or not shape[1:]
+                                       .is_compatible_with(self.x.shape[1:])):
             raise AttributionError(
                 "x has shape %s; the model's input %s takes %s (first dimension the "
-                "examples)%s" % (self.x.shape, self.graph.input, input_spec.shape,
-                                 _fixed_batch_hint(input_spec)))
+                "examples)" % (self.x.shape, self.graph.input, shape))
+        if spec.name == "deeplift":
+            self.check_doubling(self.x.shape[0])
+        elif not shape.is_compatible_with(self.x.shape):
+            raise AttributionError(
+                "x has %d examples; the model's input %s has a fixed batch dimension of "
+                "%d: pass batches of that size, or re-export the model with a batch "
+                "dimension of None" % (self.x.shape[0], self.graph.input, shape[0]))
+
+    def resolve(self, target, x):
+        """The target for the batch `x` (see `targets.resolve`), checked
+        against the output's static shape (or its shape for x, where the graph
+        does not say)."""
+        shape = self.function.specs()[1][0].shape
+        if shape.rank is None or None in shape.as_list()[1:]:
+            dims = self.outputs(x).shape
+        else:
+            dims = (x.shape[0],) + tuple(shape.as_list()[1:])
+        return targets.resolve(target, dims, x.shape[0])
 
     def outputs(self, x):
         """The model's output for the batch `x` (ndarray)."""
@@ -195,7 +227,7 @@ class _Context:
         if grads is None:
             raise AttributionError("%s: the output %s does not depend on the input %s"
                                    % (self.graph.source, self.graph.output, self.graph.input))
-        return y.numpy(), scalars.numpy(), grads.numpy()
+        return y.numpy(), scalars.numpy(), tf.convert_to_tensor(grads).numpy()
 
     def check_doubling(self, n):
         """Refuses a fixed batch dimension that a batch of 2n cannot fill."""
@@ -204,22 +236,16 @@ class _Context:
             raise AttributionError(
                 "%s: %s runs the inputs and their baselines in one batch of 2 x %d, but "
                 "the input %s has a fixed batch dimension of %d. Re-export the model with "
-                "a batch dimension of None (placeholder shape [None, ...]), or pass %s "
-                "examples" % (self.graph.source, self.spec.name, n, self.graph.input, size,
-                              "%d" % (size // 2) if size % 2 == 0 else "no"))
-
-
-def _fixed_batch_hint(input_spec):
-    if input_spec.shape.rank and input_spec.shape[0] is not None:
-        return ("; its batch dimension is fixed at %d: pass batches of that size, or "
-                "re-export the model with a batch dimension of None" % input_spec.shape[0])
-    return ""
+                "a batch dimension of None (placeholder shape [None, ...])%s" % (
+                    self.graph.source, self.spec.name, n, self.graph.input, size,
+                    ", or pass batches of %d examples" % (size // 2) if size % 2 == 0
+                    else ""))
 
 
 def attribute(model, method, x, target=None, *, inputs=None, outputs=None, session=None,
-              **options):
-    """One call: `Explainer(model, inputs=..., outputs=..., session=...)
-    .attribute(method, x, target, **options)`. Keep an `Explainer` to explain
+              rules=(), **options):
+    """One call: `Explainer(model, inputs=..., outputs=..., session=...,
+    rules=...).attribute(method, x, target, **options)`. Keep an `Explainer` to explain
     several batches or methods of one model without freezing it again.
 
     Example:
@@ -232,10 +258,11 @@ def attribute(model, method, x, target=None, *, inputs=None, outputs=None, sessi
       True
     """
     if isinstance(model, Explainer):
-        if inputs is not None or outputs is not None or session is not None:
-            raise AttributionError("an Explainer already has its model; give no inputs=, "
-                                   "outputs= or session=")
+        if inputs is not None or outputs is not None or session is not None or rules:
+            raise AttributionError("an Explainer already has its model and rules; give no "
+                                   "inputs=, outputs=, session= or rules=")
         explainer = model
     else:
-        explainer = Explainer(model, inputs=inputs, outputs=outputs, session=session)
+        explainer = Explainer(model, inputs=inputs, outputs=outputs, session=session,
+                              rules=rules)
     return explainer.attribute(method, x, target, **options)

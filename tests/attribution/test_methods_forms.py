@@ -40,11 +40,16 @@ def forms(cnn, tmp_path_factory):
     return out
 
 
-RULE_FREE = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 3, "seed": 1}),
-             ("integrated_gradients", {"steps": 8}), ("grad_cam", {})]
+METHODS = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 3, "seed": 1}),
+           ("integrated_gradients", {"steps": 8}), ("grad_cam", {}), ("guided_backprop", {}),
+           ("deconvnet", {}), ("eps_lrp", {"epsilon": 0.01}), ("deeplift", {"baseline": 0.1})]
 
 
-@pytest.mark.parametrize("method,options", RULE_FREE, ids=[m for m, _ in RULE_FREE])
+def test_every_method_is_compared_across_the_forms():
+    assert sorted(m for m, _ in METHODS) == sorted(rules.METHODS)
+
+
+@pytest.mark.parametrize("method,options", METHODS, ids=[m for m, _ in METHODS])
 def test_the_forms_give_the_same_maps(forms, method, options):
     x = nets.images(4, seed=1)
     results = {form: e.attribute(method, x, **options) for form, e in forms.items()}
@@ -139,6 +144,22 @@ def test_grad_cam_refuses_a_layer_it_cannot_use(cnn):
     dense = nets.dense_graph_def(nets.dense_params([3, 2], 0), None)
     with pytest.raises(AttributionError, match="has no 4-D tensor"):
         attribution.grad_cam(dense, np.ones((1, 3), "float32"), inputs="x", outputs="logits")
+
+
+def test_grad_cam_applies_the_callers_rules(cnn):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        logits = nets.cnn(cnn, x)
+        tf.identity(tf.round(logits * 100.0), name="rounded")
+    images = nets.images(2, seed=6)
+    with pytest.raises(AttributionError, match="does not depend on the layer features:0"):
+        attribution.grad_cam(g.as_graph_def(), images, 0, inputs="x", outputs="rounded")
+    rounded = attribution.Explainer(g.as_graph_def(), inputs="x", outputs="rounded",
+                                    rules=["Round=ste_round"])
+    plain = attribution.Explainer(g.as_graph_def(), inputs="x", outputs=logits.name)
+    np.testing.assert_allclose(rounded.attribute("grad_cam", images, 0).maps,
+                               100.0 * plain.attribute("grad_cam", images, 0).maps,
+                               rtol=1e-5, atol=1e-5)
 
 
 def _v1_loop_session():
