@@ -45,7 +45,7 @@ def _example(name, family, doc):
             "    >>> import tensorflow as tf",
             "    >>> from graph_override import overrides",
             "    >>> with tf.Graph().as_default():",
-            "    ...     x = tf.constant([-1.5, 0.0, 1.5])",
+            "    ...     x = tf.constant(%s)" % doc.x,
             "    ...     y = %s" % call,
             "    ...     dx, = tf.gradients(y, x)",
             "    ...     with tf.compat.v1.Session() as sess:",
@@ -55,7 +55,7 @@ def _example(name, family, doc):
         lines += [
             "    >>> import tensorflow as tf",
             "    >>> from graph_override import %s" % family,
-            "    >>> x = tf.constant([-1.5, 0.0, 1.5])",
+            "    >>> x = tf.constant(%s)" % doc.x,
             "    >>> with tf.GradientTape() as tape:",
             "    ...     tape.watch(x)",
             "    ...     y = %s" % call,
@@ -87,6 +87,9 @@ def docstring(name, family):
     if family == "overrides":
         text.append("    EagerModeError: called where TensorFlow ignores "
                     "override maps.")
+    if spec.op_types is not None:
+        text.append("    RuleError: its gradient is asked of an op type it does not "
+                    "cover (see the Forward line).")
     text += ["", _example(name, family, doc)]
     if doc.paper:
         text += ["", "  Reference: " + doc.paper]
