@@ -44,9 +44,10 @@ def _input_shape(layers):
     return (8, 8, 1) if layers[0]["type"] == "conv" else (64,)
 
 
-def weights(layers, seed=0, zero_bias_units=2):
+def weights(layers, seed=0, zero_bias_units=2, biases=True):
     """{"w{i}", "b{i}"}: Glorot-like kernels, biases of ±0.1 except the
-    first `zero_bias_units` units of each layer, whose bias is exactly 0."""
+    first `zero_bias_units` units of each layer, whose bias is exactly 0
+    (every bias with biases=False)."""
     rng = np.random.RandomState(seed)
     shape = _input_shape(layers)
     arrays = {}
@@ -71,7 +72,7 @@ def weights(layers, seed=0, zero_bias_units=2):
             continue
         arrays[f"w{i}"] = (rng.randn(*kernel_shape) * np.sqrt(2.0 / fan_in)).astype(np.float32)
         bias = rng.choice([-0.1, 0.1], kernel_shape[-1]).astype(np.float32)
-        bias[:zero_bias_units] = 0.0
+        bias[:zero_bias_units if biases else None] = 0.0
         arrays[f"b{i}"] = bias
     return arrays
 

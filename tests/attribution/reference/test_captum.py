@@ -20,7 +20,10 @@ Where they differ, the tests pin the difference:
   applies: with the pool before the ReLU. With the ReLU right before the pool
   (Conv -> ReLU -> MaxPool, the usual order) Captum 0.8.0 does not apply its
   MaxPool rule at all (its map equals the one without the rule), so there
-  our maps and Captum's agree, and neither sums to f(x) - f(r).
+  our maps and Captum's agree, and neither sums to f(x) - f(r). Where every
+  window's argmax is the same for the input and the reference (a network
+  without biases and r = x / 2) Captum's rule is the gradient: the maps agree
+  with the rule applied, and both sum to f(x) - f(r).
 """
 
 import numpy as np
@@ -52,6 +55,9 @@ SMOOTH_NETS = {f"mlp_{fn}": nets.mlp(fn) for fn in ("tanh", "sigmoid", "softplus
 # Captum's DeepLIFT rules (only the torch side differs).
 HIDDEN_POOL = {"cnn_pool_relu_no_rule": nets.cnn(order="pool_relu", captum_rule=False),
                "cnn_valid_no_rule": nets.cnn(captum_rule=False)}
+# Pool before ReLU, no biases, r = x / 2: each window's argmax is the same
+# for input and reference (ReLU and max pooling are positively homogeneous).
+SAME_ARGMAX = "cnn_pool_relu_half_baseline"
 
 RULE_FREE = [{"key": "saliency", "method": "saliency"},
              {"key": "saliency_abs", "method": "saliency", "abs": True},
@@ -78,11 +84,11 @@ def _baseline(x):
 class Case:
     """One network: its weights, inputs, Keras explainer and Captum's maps."""
 
-    def __init__(self, layers, folder, name, methods):
+    def __init__(self, layers, folder, name, methods, half_baseline=False):
         self.layers = layers
-        self.arrays = nets.weights(layers)
+        self.arrays = nets.weights(layers, biases=not half_baseline)
         self.x, self.target = nets.inputs(layers)
-        self.baseline = _baseline(self.x)
+        self.baseline = self.x / 2 if half_baseline else _baseline(self.x)
         self.request = nets.request(folder / f"{name}.npz", layers, self.arrays, self.x,
                                     self.baseline, self.target, methods)
         self.captum = None
@@ -109,6 +115,8 @@ def cases(captum, tmp_path_factory):
                   for name, layers in SMOOTH_NETS.items()})
     built.update({name: Case(layers, folder, name, DEEPLIFT)
                   for name, layers in HIDDEN_POOL.items()})
+    built[SAME_ARGMAX] = Case(RELU_NETS["cnn_pool_relu"], folder, SAME_ARGMAX, DEEPLIFT[:1],
+                              half_baseline=True)
     for case, result in zip(built.values(), captum([c.request for c in built.values()])):
         case.captum = result
     return built
@@ -142,8 +150,13 @@ def test_same_network_on_both_sides(cases, name):
 ])
 def test_gradient_maps_equal_captum(cases, name, method, key, options):
     case = cases[name]
-    assert_maps_equal(case.ours(method, **options).maps, case.captum[key],
-                      f"{name}: {method} vs Captum's {key}")
+    maps = case.ours(method, **options).maps
+    assert_maps_equal(maps, case.captum[key], f"{name}: {method} vs Captum's {key}")
+    if name.startswith("cnn") and method == "saliency":
+        # The all-zero image: its channels with bias 0 sit at ReLU's kink, and
+        # every 2x2 window of those with bias 0.1 is a tie, which passes the
+        # gradient on (to the same element in TensorFlow and in torch).
+        assert np.abs(maps[0]).max() > 1e-2
 
 
 @pytest.mark.parametrize("name", list(RELU_NETS))
@@ -229,3 +242,15 @@ def test_captum_drops_its_max_pool_rule_after_a_relu(cases):
     without = cases["cnn_valid_no_rule"].captum["deeplift"]
     np.testing.assert_array_equal(with_rule, without)
     assert np.abs(cases["cnn_valid"].captum["deeplift.delta"]).max() > 1e-2
+
+
+def test_deeplift_max_pool_equals_captum_where_argmaxes_agree(cases):
+    """Where each window's maximum is at the same place for input and
+    reference, Captum's MaxPool rule is the gradient: the maps agree with the
+    rule applied (pool before ReLU), and both sum to f(x) - f(r)."""
+    case = cases[SAME_ARGMAX]
+    ours = case.ours("deeplift", baseline=case.baseline)
+    assert_maps_equal(ours.maps, case.captum["deeplift"], "same argmax: DeepLIFT")
+    np.testing.assert_allclose(ours.delta, 0.0, atol=1e-5)
+    np.testing.assert_allclose(case.captum["deeplift.delta"], 0.0, atol=1e-5)
+    assert np.abs(ours.maps).max() > 1e-2
