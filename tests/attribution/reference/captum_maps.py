@@ -5,9 +5,9 @@ numpy; no TensorFlow, no graph_override), as
 
     python captum_maps.py REQUEST.npz RESULT.npz [REQUEST.npz RESULT.npz ...]
 
-(several pairs in one run spare the tests torch's start-up). REQUEST holds `spec` (JSON: the layers and the methods to run), the inputs
-`x` in TensorFlow's layout (NHWC for images), `baseline`, `target` (a class
-per example) and each layer's weights in TensorFlow's layouts: `w{i}`/`b{i}`
+(reference_io.py). REQUEST holds `spec` (JSON: the layers and the methods
+to run), the inputs `x` in TensorFlow's layout (NHWC for images),
+`baseline`, `target` (a class per example) and each layer's weights in TensorFlow's layouts: `w{i}`/`b{i}`
 for layer i, dense kernels [in, out], conv kernels HWIO. RESULT holds
 `logits` and, for each method, its map under the method's `key` (in
 TensorFlow's layout again) and `{key}.delta` where Captum returns a
@@ -27,6 +27,7 @@ import json
 import sys
 
 import numpy as np
+import reference_io
 import torch
 from captum.attr import (
     DeepLift,
@@ -140,17 +141,5 @@ def run(request):
     return result
 
 
-def main(argv):
-    if len(argv) < 3 or len(argv) % 2 == 0:
-        print("usage: captum_maps.py REQUEST.npz RESULT.npz [REQUEST.npz RESULT.npz ...]",
-              file=sys.stderr)
-        return 2
-    for request_path, result_path in zip(argv[1::2], argv[2::2]):
-        with np.load(request_path) as request:
-            result = run(dict(request))
-        np.savez(result_path, **result)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(reference_io.main(sys.argv, run))

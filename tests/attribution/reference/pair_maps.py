@@ -5,7 +5,7 @@ path (compat/reference_venv.sh puts it in compat/.reference/pair-pyX.Y), as
 
     PYTHONPATH=PAIR_PATH python pair_maps.py REQUEST.npz RESULT.npz [REQUEST RESULT ...]
 
-REQUEST is the one captum_maps.py reads (its layers; its methods are
+(reference_io.py). REQUEST is the one captum_maps.py reads (its layers; its methods are
 ignored). The network is built as a tf.compat.v1 graph with Variables in a
 Session, as PAIR's users have it (its GuidedBackprop saves them to a
 checkpoint and re-imports the GraphDef under
@@ -22,6 +22,7 @@ import sys
 import tempfile
 
 import numpy as np
+import reference_io
 import saliency.tf1 as pair
 import tensorflow as tf
 
@@ -50,8 +51,13 @@ def _layer(i, layer, h, arrays):
     raise ValueError(f"pair_maps: unknown layer type {kind!r} (layer {i})")
 
 
-def run(request, checkpoint):
+def run(request):
     """PAIR's maps and the frozen GraphDef of one request."""
+    with tempfile.TemporaryDirectory() as scratch:
+        return _run(request, os.path.join(scratch, "guided_backprop_ckpt"))
+
+
+def _run(request, checkpoint):
     spec = json.loads(str(request["spec"]))
     x_value, target = request["x"], request["target"]
     graph = tf.Graph()
@@ -77,17 +83,5 @@ def run(request, checkpoint):
     return result
 
 
-def main(argv):
-    if len(argv) < 3 or len(argv) % 2 == 0:
-        print("usage: pair_maps.py REQUEST.npz RESULT.npz [REQUEST.npz RESULT.npz ...]",
-              file=sys.stderr)
-        return 2
-    for request_path, result_path in zip(argv[1::2], argv[2::2]):
-        with np.load(request_path) as request, tempfile.TemporaryDirectory() as scratch:
-            result = run(dict(request), os.path.join(scratch, "guided_backprop_ckpt"))
-        np.savez(result_path, **result)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(reference_io.main(sys.argv, run))
