@@ -5,14 +5,15 @@ path (compat/reference_venv.sh puts it in compat/.reference/pair-pyX.Y), as
 
     PYTHONPATH=PAIR_PATH python pair_maps.py REQUEST.npz RESULT.npz [REQUEST RESULT ...]
 
-(reference_io.py). REQUEST is the one captum_maps.py reads (its layers; its methods are
-ignored). The network is built as a tf.compat.v1 graph with Variables in a
+(reference_io.py). REQUEST is the one captum_maps.py reads (its layers, and of its methods
+only those of "method": "integrated_gradients", whose "n_steps" PAIR's
+IntegratedGradients takes as x_steps, from the request's baseline). The network is built as a tf.compat.v1 graph with Variables in a
 Session, as PAIR's users have it (its GuidedBackprop saves them to a
 checkpoint and re-imports the GraphDef under
 gradient_override_map({'Relu': 'GuidedRelu'})). RESULT holds PAIR's maps of
 each example for its target class, `guided_backprop` and `gradients`
 (saliency.tf1.GuidedBackprop, GradientSaliency; GetMask takes one example
-at a time), `logits`, and `frozen`: the serialized GraphDef of the same graph
+at a time), each integrated-gradients method's map under its key, `logits`, and `frozen`: the serialized GraphDef of the same graph
 with its Variables frozen to constants (input `x:0`, output `logits:0`).
 """
 
@@ -73,10 +74,17 @@ def _run(request, checkpoint):
         session.run(tf1.global_variables_initializer())
         guided = pair.GuidedBackprop(graph, session, y, x, tmp_ckpt_path=checkpoint)
         gradients = pair.GradientSaliency(graph, session, y, x)
+        integrated = pair.IntegratedGradients(graph, session, y, x)
         result = {"logits": session.run(logits, {x: x_value})}
         for key, method in (("guided_backprop", guided), ("gradients", gradients)):
             result[key] = np.stack([method.GetMask(v, feed_dict={neuron: int(k)})
                                     for v, k in zip(x_value, target)])
+        for method in spec["methods"]:
+            if method["method"] == "integrated_gradients":
+                result[method["key"]] = np.stack([
+                    integrated.GetMask(v, feed_dict={neuron: int(k)}, x_baseline=b,
+                                       x_steps=method["n_steps"])
+                    for v, k, b in zip(x_value, target, request["baseline"])])
         frozen = tf1.graph_util.convert_variables_to_constants(
             session, graph.as_graph_def(), ["logits"])
     result["frozen"] = np.frombuffer(frozen.SerializeToString(), np.uint8)
