@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import graph_override as go
-from graph_override import (builtin_names, estimators, frozen, overrides, registry, stopgrad,
+from graph_override import (builtin_names, frozen, overrides, registry, stopgrad,
                             testing, tf2)
 from graph_override.errors import RuleError
 from graph_override.estimators import rules

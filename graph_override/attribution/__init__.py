@@ -32,6 +32,8 @@ _NAMES = dict(
         "LINEAR_OPS", "METHODS", "MethodSpec", "NONLINEAR_OPS", "RELU_OPS", "method_spec",
         "rule_strings")]
     + [(n, "graph_override.attribution.engine") for n in ("Explainer", "attribute")]
+    + [(n, "graph_override.attribution.coverage") for n in ("CoverageReport",
+                                                              "coverage_report")]
     + [(n, "graph_override.attribution.methods") for n in ("Attribution",)]
     + [(n, "graph_override.attribution.functions") for n in (
         "deconvnet", "deeplift", "eps_lrp", "grad_cam", "gradient_input", "guided_backprop",
@@ -41,6 +43,7 @@ _NAMES = dict(
 __all__ = [
     "Attribution",
     "AttributionError",
+    "CoverageReport",
     "Explainer",
     "LINEAR_OPS",
     "METHODS",
@@ -48,6 +51,7 @@ __all__ = [
     "NONLINEAR_OPS",
     "RELU_OPS",
     "attribute",
+    "coverage_report",
     "deconvnet",
     "deeplift",
     "eps_lrp",

@@ -28,7 +28,7 @@ DeepLIFT numbers on a network with max pooling:
 |---|---|
 | graph_override | its gradient: dy to the argmax of the window of x |
 | DeepExplain (Ancona et al.) | its gradient: only Relu, Elu, Sigmoid, Tanh and Softplus are overridden; Relu6, CRelu and Softsign raise a warning |
-| Captum (`captum/attr/_core/deep_lift.py`, `maxpool`) | a rescale-like rule: the output difference max(y, y_ref) - y_ref and y - max(y, y_ref) is unpooled to the argmax positions of x and of the reference and divided by x - r (the gradient where abs(x - r) < 1e-10) |
+| Captum (`captum/attr/_core/deep_lift.py`, `maxpool`) | a rescale-like rule: the output difference max(y, y_ref) - y_ref and y - max(y, y_ref) is unpooled to the argmax positions of x and of the reference and divided by x - r (the gradient where abs(x - r) < 1e-10); measured with Captum 0.8.0 (tests/attribution/reference): it takes effect only where the pool's input does not come straight from a ReLU module, so a Conv, ReLU, MaxPool stack gets MaxPool's gradient there as here |
 | SHAP DeepExplainer (`deep_tf.py`, `op_handlers["MaxPool"] = maxpool`) | the same cross-max rescale as Captum |
 
 With the gradient, DeepLIFT's summation to delta holds exactly on networks
