@@ -34,7 +34,7 @@ _NAMES = dict(
         "RegisteredGradient", "is_resolvable", "register_gradient",
         "registry_size", "resolve")]
     + [(n, "graph_override.scope") for n in ("NoMatchWarning", "override_gradients")])
-_SUBMODULES = ("errors", "estimators", "frozen", "legacy", "migrate",
+_SUBMODULES = ("attribution", "errors", "estimators", "frozen", "legacy", "migrate",
                "overrides", "stopgrad", "testing", "tf2", "training")
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "UnknownGradientError",
     "UnknownOpTypeError",
     "__version__",
+    "attribution",
     "errors",
     "estimators",
     "frozen",

@@ -11,6 +11,7 @@ import difflib
 import functools
 
 import tensorflow as tf
+from tensorflow.python.framework import convert_to_constants as _convert_to_constants
 from tensorflow.python.framework import function_def_to_graph as _function_def_to_graph
 from tensorflow.python.framework import op_def_registry as _op_def_registry
 from tensorflow.python.framework import ops as _ops
@@ -22,6 +23,7 @@ except ImportError:  # pragma: no cover - older releases
 
 __all__ = [
     "all_op_types",
+    "freeze_concrete_function",
     "function_def_to_graph",
     "gradient_registry_entries",
     "gradient_registry_location",
@@ -162,3 +164,12 @@ def function_def_to_graph(fdef):
     """A FunctionDef of a GraphDef's library as a FuncGraph, whose ops have
     their shapes inferred (private: tensorflow.python.framework)."""
     return _function_def_to_graph.function_def_to_graph(fdef)
+
+
+def freeze_concrete_function(concrete_function):
+    """A ConcreteFunction with its variables folded into Consts, functional
+    While/If kept (their bodies in the function library, where patch rules
+    reach them; lowered to TF1 loops TensorFlow could not differentiate after
+    import) (private: tensorflow.python.framework.convert_to_constants)."""
+    return _convert_to_constants.convert_variables_to_constants_v2(
+        concrete_function, lower_control_flow=False)

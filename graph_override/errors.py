@@ -6,6 +6,7 @@ and also from the builtin exception a caller would already catch, so that
 """
 
 __all__ = [
+    "AttributionError",
     "CheckpointDamagedError",
     "CheckpointMismatchError",
     "ClusterSpecError",
@@ -149,3 +150,10 @@ class QuantizerError(GraphOverrideError, ValueError):
     constraint that is no such thing (an unknown name, an object of the wrong
     kind), or a quantizer met a non-float input; the message names the layer
     and the argument."""
+
+
+class AttributionError(GraphOverrideError, ValueError):
+    """An attribution method (graph_override.attribution) was given a model,
+    method, input, target or baseline it cannot use: an unknown method, an
+    input of the wrong shape, a target class out of range, a batch dimension
+    DeepLIFT cannot double; the message names the argument and what to do."""

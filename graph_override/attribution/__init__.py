@@ -1,0 +1,53 @@
+"""Attribution maps through gradient overrides, for every kind of TensorFlow
+model: saliency, gradient x input, Integrated Gradients, SmoothGrad, guided
+backprop, deconvnet, epsilon-LRP, DeepLIFT (rescale) and Grad-CAM.
+
+A model is a frozen GraphDef (message or path, with `inputs` and `outputs`
+tensor names), a `tf.compat.v1` graph in a Session (`session=` and its
+tensors), or a TF2 callable or Keras model. Each is reduced to a frozen
+GraphDef, patched with the method's rules (`METHODS`) and differentiated as
+a `graph_override.frozen.FrozenFunction`, so the three forms of one model
+give the same maps.
+
+Example:
+  >>> import numpy as np, tensorflow as tf
+  >>> from graph_override import attribution
+  >>> w = tf.constant([[1.0, -1.0], [2.0, 0.5]])
+  >>> model = lambda x: tf.matmul(tf.nn.relu(x), w)
+  >>> x = np.array([[1.0, -2.0]], "float32")
+  >>> attribution.gradient_input(model, x, target=0).maps
+  array([[ 1., -0.]], dtype=float32)
+  >>> explainer = attribution.Explainer(model)
+  >>> explainer.attribute("saliency", x, target=[1], abs=False).maps
+  array([[-1.,  0.]], dtype=float32)
+
+Names are imported on first use, so `graph_override.attribution.rules` (the
+method table) loads without TensorFlow.
+"""
+
+import importlib
+
+_NAMES = dict(
+    [(n, "graph_override.attribution.rules") for n in (
+        "LINEAR_OPS", "METHODS", "MethodSpec", "NONLINEAR_OPS", "RELU_OPS", "method_spec",
+        "rule_strings")]
+    + [(n, "graph_override.attribution.engine") for n in ("Explainer", "attribute")]
+    + [(n, "graph_override.attribution.methods") for n in ("Attribution",)]
+    + [(n, "graph_override.attribution.functions") for n in (
+        "deconvnet", "deeplift", "eps_lrp", "grad_cam", "gradient_input", "guided_backprop",
+        "integrated_gradients", "saliency", "smoothgrad")]
+    + [("AttributionError", "graph_override.errors")])
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name):
+    if name not in _NAMES:
+        raise AttributeError("module 'graph_override.attribution' has no attribute %r" % name)
+    value = getattr(importlib.import_module(_NAMES[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(__all__) | set(globals()))

@@ -1,0 +1,236 @@
+"""The attribution engine: a model of any form, frozen once, patched once
+per rule set, and differentiated as a `FrozenFunction` under a GradientTape.
+
+`Explainer` keeps what is expensive: the frozen GraphDef (for a TF2 callable,
+one per input spec) and one `FrozenFunction` per rule set (saliency,
+gradient x input, IG, SmoothGrad and Grad-CAM share the unpatched one), so a
+second call of a method, or of another method with the same rules, imports
+nothing. The function runs the patched graph with the gradients the rules
+name (registered names, which `FrozenFunction` honours under a
+GradientTape), in eager mode, in tf.function and in a Session's process
+alike: a Session graph, its frozen `.pb` and the TF2 model with the same
+weights give the same maps.
+"""
+
+import inspect
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from graph_override.attribution import gradcam, methods, models, rules, targets
+from graph_override.errors import AttributionError
+from graph_override.frozen.tf2.function import FrozenFunction
+
+__all__ = ["Explainer", "attribute"]
+
+_METHODS = {
+    "saliency": methods.saliency,
+    "gradient_input": methods.gradient_input,
+    "integrated_gradients": methods.integrated_gradients,
+    "smoothgrad": methods.smoothgrad,
+    "guided_backprop": methods.modified_gradient,
+    "deconvnet": methods.modified_gradient,
+    "eps_lrp": methods.eps_lrp,
+    "deeplift": methods.deeplift,
+    "grad_cam": gradcam.grad_cam,
+}
+
+
+class Explainer:
+    """Attribution maps of one model, compiled once per method's rules.
+
+    Args:
+      model: a frozen GraphDef or the path of a ``.pb``/``.pbtxt`` file (give
+        `inputs` and `outputs` names), or a TF2 callable / Keras model of one
+        tensor (no names: it is traced for each input spec it meets). None
+        with `session`.
+      inputs, outputs: the input and output tensor (name such as "x:0", a
+        tensor of the session's graph, or a one-element list of either).
+      session: a `tf.compat.v1.Session` whose graph holds `inputs` and
+        `outputs`; its variables are frozen with the values they have now.
+
+    Example:
+      >>> import numpy as np, tensorflow as tf
+      >>> from graph_override import attribution
+      >>> w = tf.constant([[1.0, -1.0], [2.0, 0.5]])
+      >>> explainer = attribution.Explainer(lambda x: tf.nn.relu(tf.matmul(x, w)))
+      >>> result = explainer.attribute("gradient_input", np.array([[1.0, 1.0]], "float32"),
+      ...                              target=0)
+      >>> result.maps
+      array([[1., 2.]], dtype=float32)
+    """
+
+    def __init__(self, model=None, *, inputs=None, outputs=None, session=None):
+        self._model = model
+        self._graphs = {}
+        self._functions = {}
+        if session is not None:
+            if model is not None:
+                raise AttributionError("give a model or session=, not both (a Session "
+                                       "model is its tensors: inputs=, outputs=)")
+            self._fixed = models.from_session(session, inputs, outputs)
+        elif models.is_graph_model(model):
+            self._fixed = models.from_graph_def(model, inputs, outputs)
+        else:
+            if inputs is not None or outputs is not None:
+                raise AttributionError(
+                    "inputs= and outputs= name the tensors of a frozen graph or a "
+                    "Session graph; a TF2 callable or Keras model takes none (it is "
+                    "traced for x)")
+            if not callable(model):
+                models.from_callable(model, None)  # raises the error for non-callables
+            self._fixed = None
+
+    def model_graph(self, x):
+        """The `ModelGraph` that explains inputs like `x`."""
+        if self._fixed is not None:
+            return self._fixed
+        key = (tuple(x.shape[1:]), x.dtype.str)
+        if key not in self._graphs:
+            self._graphs[key] = models.from_callable(self._model, x)
+        return self._graphs[key]
+
+    def cached(self, key, make):
+        """What ``make()`` returns, made once per `key` for this model."""
+        if key not in self._functions:
+            self._functions[key] = make()
+        return self._functions[key]
+
+    def function(self, x, method_rules=()):
+        """The `FrozenFunction` of the model patched with `method_rules`
+        (``frozen.patch`` rule strings), made on first use."""
+        graph = self.model_graph(x)
+        return self.cached((id(graph), tuple(method_rules)),
+                           lambda: self._make_function(graph, method_rules))
+
+    @staticmethod
+    def _make_function(graph, method_rules):
+        function = FrozenFunction(graph.graph_def, [graph.input], [graph.output],
+                                  rules=list(method_rules), on_no_match="ignore")
+        if method_rules and not function.patch_report.changes:
+            warnings.warn(
+                "%s has none of the op types %s; the method's rules change nothing "
+                "and its maps are those of the plain gradient" % (
+                    graph.source, ", ".join(r.split("=")[0] for r in method_rules)),
+                UserWarning, stacklevel=5)
+        return function
+
+    def attribute(self, method, x, target=None, **options):
+        """The attribution maps of `method` for the batch `x`.
+
+        Args:
+          method: a name of `graph_override.attribution.METHODS` (saliency,
+            gradient_input, integrated_gradients, smoothgrad, guided_backprop,
+            deconvnet, eps_lrp, deeplift, grad_cam).
+          x: the inputs, first dimension the examples (ndarray or tensor,
+            float).
+          target: what to explain per example: None (the argmax of the
+            output), an int class for all, an int array with one class per
+            example, or a callable of the output tensor returning one scalar
+            per example.
+          **options: the method's options (see `graph_override.attribution`:
+            abs, baseline, steps, rule, stdev_spread, samples, seed,
+            magnitude, epsilon, layer, resize).
+
+        Returns:
+          An `Attribution`: ``maps`` (x's shape; Grad-CAM: the layer's
+          height x width), ``targets``, ``outputs`` and, for
+          integrated_gradients and deeplift, the completeness ``delta``.
+
+        Raises:
+          AttributionError: an unknown method or option, x of the wrong shape
+            or dtype, a target or baseline that does not fit.
+        """
+        spec = rules.method_spec(method)
+        run = _METHODS[spec.name]
+        accepted = [p for p in inspect.signature(run).parameters if p not in
+                    ("context", "x", "target")]
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise AttributionError("%s takes no option %s; its options: %s" % (
+                spec.name, ", ".join(unknown), ", ".join(accepted) or "none"))
+        rule_params = {k: options[k] for k in spec.options if k in options}
+        context = _Context(self, models.as_float_input(x), spec,
+                           rules.rule_strings(spec.name, **rule_params))
+        return run(context, context.x, target, **options)
+
+
+class _Context:
+    """One call: the input, the method's function, and how to run it."""
+
+    def __init__(self, explainer, x, spec, method_rules):
+        self.explainer = explainer
+        self.spec = spec
+        self.function = explainer.function(x, method_rules)
+        self.graph = explainer.model_graph(x)
+        input_spec = self.function.specs()[0][0]
+        self.input_spec = input_spec
+        self.x = models.as_float_input(x, input_spec.dtype)
+        if not input_spec.shape.is_compatible_with(self.x.shape):
+            raise AttributionError(
+                "x has shape %s; the model's input %s takes %s (first dimension the "
+                "examples)%s" % (self.x.shape, self.graph.input, input_spec.shape,
+                                 _fixed_batch_hint(input_spec)))
+
+    def outputs(self, x):
+        """The model's output for the batch `x` (ndarray)."""
+        return self.function(tf.constant(x)).numpy()
+
+    def gradient(self, x, target, first=None):
+        """(outputs, selected scalars, d scalars / d x) for the batch `x`;
+        with `first`, the target selects among the first `first` examples
+        only (DeepLIFT's inputs, ahead of their references)."""
+        tensor = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(tensor)
+            y = self.function(tensor)
+            scalars = targets.select(y if first is None else y[:first], target)
+        grads = tape.gradient(scalars, tensor)
+        if grads is None:
+            raise AttributionError("%s: the output %s does not depend on the input %s"
+                                   % (self.graph.source, self.graph.output, self.graph.input))
+        return y.numpy(), scalars.numpy(), grads.numpy()
+
+    def check_doubling(self, n):
+        """Refuses a fixed batch dimension that a batch of 2n cannot fill."""
+        size = self.input_spec.shape[0] if self.input_spec.shape.rank else None
+        if size is not None and size != 2 * n:
+            raise AttributionError(
+                "%s: %s runs the inputs and their baselines in one batch of 2 x %d, but "
+                "the input %s has a fixed batch dimension of %d. Re-export the model with "
+                "a batch dimension of None (placeholder shape [None, ...]), or pass %s "
+                "examples" % (self.graph.source, self.spec.name, n, self.graph.input, size,
+                              "%d" % (size // 2) if size % 2 == 0 else "no"))
+
+
+def _fixed_batch_hint(input_spec):
+    if input_spec.shape.rank and input_spec.shape[0] is not None:
+        return ("; its batch dimension is fixed at %d: pass batches of that size, or "
+                "re-export the model with a batch dimension of None" % input_spec.shape[0])
+    return ""
+
+
+def attribute(model, method, x, target=None, *, inputs=None, outputs=None, session=None,
+              **options):
+    """One call: `Explainer(model, inputs=..., outputs=..., session=...)
+    .attribute(method, x, target, **options)`. Keep an `Explainer` to explain
+    several batches or methods of one model without freezing it again.
+
+    Example:
+      >>> import numpy as np, tensorflow as tf
+      >>> from graph_override import attribution
+      >>> f = lambda x: tf.tanh(x) * 2.0
+      >>> r = attribution.attribute(f, "integrated_gradients", np.ones((1, 1), "float32"),
+      ...                           steps=200)
+      >>> bool(abs(r.delta[0]) < 1e-4)
+      True
+    """
+    if isinstance(model, Explainer):
+        if inputs is not None or outputs is not None or session is not None:
+            raise AttributionError("an Explainer already has its model; give no inputs=, "
+                                   "outputs= or session=")
+        explainer = model
+    else:
+        explainer = Explainer(model, inputs=inputs, outputs=outputs, session=session)
+    return explainer.attribute(method, x, target, **options)

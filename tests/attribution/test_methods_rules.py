@@ -1,0 +1,42 @@
+"""The method table: rules per method, rule strings, unknown names."""
+
+import pytest
+
+from graph_override.attribution import rules
+from graph_override.errors import AttributionError
+
+
+def test_every_method_is_listed_with_its_rules_and_baseline():
+    assert list(rules.METHODS) == [
+        "saliency", "gradient_input", "integrated_gradients", "smoothgrad", "grad_cam",
+        "guided_backprop", "deconvnet", "eps_lrp", "deeplift"]
+    assert {m for m, s in rules.METHODS.items() if s.baseline} == {
+        "integrated_gradients", "deeplift"}
+    assert set(rules.METHODS["guided_backprop"].rules) == set(rules.RELU_OPS)
+    assert set(rules.METHODS["deeplift"].rules) == set(rules.NONLINEAR_OPS)
+    assert rules.METHODS["saliency"].rules == {}
+
+
+def test_no_op_is_both_linear_and_overridden():
+    assert not set(rules.NONLINEAR_OPS) & rules.LINEAR_OPS
+    assert {"MaxPool", "FusedBatchNormV3", "MatMul", "Conv2D"} <= rules.LINEAR_OPS
+
+
+def test_rule_strings_carry_defaults_and_overrides():
+    assert rules.rule_strings("eps_lrp")[0] == "Relu=eps_lrp:epsilon=0.0001"
+    assert rules.rule_strings("eps_lrp", epsilon=0.5)[-1] == "Softplus=eps_lrp:epsilon=0.5"
+    assert rules.rule_strings("guided_backprop") == [
+        "Relu=guided_relu", "Relu6=guided_relu", "LeakyRelu=guided_relu"]
+    assert rules.rule_strings("saliency") == []
+
+
+def test_unknown_method_suggests_the_nearest():
+    with pytest.raises(AttributionError, match=r"'deeplfit'.*Did you mean 'deeplift'"):
+        rules.method_spec("deeplfit")
+    with pytest.raises(AttributionError, match="Methods: saliency"):
+        rules.method_spec(None)
+
+
+def test_unknown_rule_parameter_is_refused():
+    with pytest.raises(AttributionError, match="takes no rule parameter epsilon; it takes none"):
+        rules.rule_strings("deeplift", epsilon=0.1)
