@@ -9,6 +9,7 @@ network to the same weights.
 """
 
 import collections
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -35,7 +36,7 @@ OPTIONS = {
     "saliency": dict(abs=False),  # signed, so that the signed column means something
     "integrated_gradients": dict(steps=64),
     "smoothgrad": dict(samples=32, stdev_spread=0.15, seed=0),
-    "grad_cam": dict(layer="conv2", resize=True),
+    "grad_cam": dict(resize=True),  # layer: conv2's ReLU, found by `conv2_relu`
 }
 
 SanityCheck = collections.namedtuple("SanityCheck", [
@@ -143,11 +144,22 @@ def spearman(a, b):
     return float(np.sum(ra * rb) / denominator) if denominator > 0 else float("nan")
 
 
+def conv2_relu(explainer, x):
+    """The tensor name of conv2's ReLU in the model's frozen graph (Keras
+    numbers its layers' name scopes, "sequential_3/conv2_1/Relu")."""
+    names = [n.name for n in explainer.model_graph(x).graph_def.node
+             if n.op == "Relu" and re.search(r"(^|/)conv2(_\d+)?/", n.name)]
+    if len(names) != 1:
+        raise ValueError("expected one ReLU of layer conv2, found %s" % names)
+    return names[0] + ":0"
+
+
 def maps(model, x, target):
-    """{method: maps of `x` (N x 8 x 8 x 1) for class `target`} for every
-    method of LABELS."""
+    """{method: maps of `x` (N x 8 x 8 x 1; Grad-CAM N x 8 x 8) for the
+    classes `target`} for every method of LABELS."""
     explainer = attribution.Explainer(model)  # freezes the model once
-    return {name: explainer.attribute(name, x, target, **OPTIONS.get(name, {})).maps
+    options = dict(OPTIONS, grad_cam=dict(OPTIONS["grad_cam"], layer=conv2_relu(explainer, x)))
+    return {name: explainer.attribute(name, x, target, **options.get(name, {})).maps
             for name in LABELS}
 
 

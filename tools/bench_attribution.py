@@ -165,8 +165,13 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
         explainer.attribute(method, x, target)  # patches and builds the function
         first_call[method] = time.perf_counter() - start
         variants[method] = (lambda m: lambda: explainer.attribute(m, x, target).maps)(method)
+    # The baseline computes what the methods build on: the library's own
+    # plain gradient of the same targets (0 up to float rounding).
+    check = explainer.attribute("saliency", x, target, abs=False).maps
     result = dict(tensorflow=tf.__version__, batch=batch, size=size, alpha=alpha,
-                  repeats=repeats, first_call_s=first_call)
+                  repeats=repeats, first_call_s=first_call,
+                  baseline_max_abs_diff=float(np.max(np.abs(gradient() - check))),
+                  gradient_max_abs=float(np.max(np.abs(check))))
     if saliency_dir:
         module = import_pair_saliency(saliency_dir)
         if len(set(target.tolist())) > 1:  # one GuidedBackprop per target class
