@@ -29,16 +29,20 @@ def builtin_name(estimator, params):
     """The self-describing gradient name of a built-in estimator.
 
     `params` must be the estimator's full, normalized parameter dict (see
-    `graph_override.estimators.normalize`).
+    `graph_override.estimators.normalize`). An attribution rule's
+    ``activation`` and ``alpha`` are not in the name: the gradient reads
+    them from the op it differentiates.
     """
-    body = ", ".join("%s=%s" % (k, _format_value(v)) for k, v in params.items())
+    body = ", ".join("%s=%s" % (k, _format_value(v))
+                     for k, v in estimators.name_params(estimator, params).items())
     return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, body)
 
 
 def example_name(estimator):
     """A built-in name to suggest: the defaults, or ``...`` for the
     parameters that have none (``graph_override.scale_gradient(scale=...)``)."""
-    defaults = estimators.ESTIMATORS[estimator].defaults
+    spec = estimators.ESTIMATORS[estimator]
+    defaults = [(k, v) for k, v in spec.defaults if k in spec.name_params]
     if all(v is not None for _, v in defaults):
         return builtin_name(estimator, estimators.normalize(estimator, {}))
     return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, ", ".join(
@@ -89,6 +93,8 @@ def builtin_setting(name):
     parsed = parse_builtin_name(name)
     if parsed is None or parsed[0] not in estimators.ESTIMATORS:
         return None
+    if set(parsed[1]) - set(estimators.ESTIMATORS[parsed[0]].name_params):
+        return None  # e.g. a rule's alpha: read from the op, never from the name
     try:
         return parsed[0], estimators.normalize(parsed[0], parsed[1])
     except (TypeError, ValueError):

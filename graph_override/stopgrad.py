@@ -34,10 +34,10 @@ def stop_gradient_form(estimator, x, y, params, name=None):
     """``stop_gradient(y) - (stop_gradient(h) - h)`` with h = x * stop_gradient(g(x)).
 
     Its value is y bit for bit and its gradient into x is dy * g(x), the
-    estimator's rule. `graph_override.frozen.make_portable` passes a frozen
+    estimator's rule (an attribution rule's g reads y too). `graph_override.frozen.make_portable` passes a frozen
     node's own output as y, so a rewritten graph keeps its outputs.
     """
-    g = estimators.gradient_multiplier(estimator, x, params)
+    g = estimators.gradient_multiplier(estimator, x, params, y=y)
     finite_x = tf.where(tf.math.is_finite(x), x, tf.zeros_like(x))
     h = finite_x if g is None else finite_x * tf.stop_gradient(g)
     return tf.math.subtract(tf.stop_gradient(y), tf.stop_gradient(h) - h, name=name)

@@ -37,9 +37,11 @@ def _apply(estimator, x, name, params):
 
         @tf.custom_gradient
         def estimator_op(x):
+            y = estimators.forward(estimator, x, params)
+
             def grad(dy):
-                return estimators.gradient(estimator, x, dy, params)
-            return estimators.forward(estimator, x, params), grad
+                return estimators.gradient(estimator, x, dy, params, y=y)
+            return y, grad
 
         return estimator_op(x)
 

@@ -432,7 +432,8 @@ def test_the_example_name_of_required_and_optional_parameters(monkeypatch):
     writes the default (this line once raised NameError: the formatter had
     moved to another module)."""
     from graph_override import estimators  # pylint: disable=import-outside-toplevel
-    mixed = types.SimpleNamespace(defaults=(("scale", None), ("clip_value", 0.5)))
+    mixed = types.SimpleNamespace(defaults=(("scale", None), ("clip_value", 0.5)),
+                                  name_params=("scale", "clip_value"))
     monkeypatch.setattr(estimators, "ESTIMATORS", dict(estimators.ESTIMATORS, mixed=mixed))
     with pytest.raises(go.UnknownGradientError) as info:
         go.resolve("graph_override.mixed(clip_value=2)")

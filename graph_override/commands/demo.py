@@ -74,8 +74,9 @@ def _part1(epochs, seed):
 def _families_table():
     import numpy as np  # pylint: disable=import-outside-toplevel
     from graph_override import estimators, overrides, stopgrad, testing, tf2  # pylint: disable=import-outside-toplevel
+    # An even count: deeplift_rescale reads the batch as [inputs; references].
     x = np.array([-2.0, -1.0001, -1.0, -0.5, -0.05, -0.0, 0.0, 0.05, 0.0501,
-                  0.5, 0.9999, 1.0, 1.0001, 1.5, 2.5], np.float32)
+                  0.5, 0.9999, 1.0, 1.0001, 1.5, 2.5, 6.0], np.float32)
     up = np.random.RandomState(1).randn(x.size).astype(np.float32)
     rows = []
     for name, spec in estimators.ESTIMATORS.items():

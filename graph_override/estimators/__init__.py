@@ -12,10 +12,12 @@ does not hold raises `UnknownEstimatorError` everywhere.
 {table}
 """
 
+import collections
+
 import tensorflow as tf
 
 from graph_override.errors import UnknownEstimatorError
-from graph_override.estimators import table  # noqa: F401  (defines the records)
+from graph_override.estimators import rules, table  # noqa: F401  (table defines the records)
 from graph_override.estimators._record import (ESTIMATORS, REQUIRED, Doc, EstimatorSpec,
                                                Param, normalize, spec, suggestions)
 from graph_override.estimators.ops import (dorefa, exact_divide, heaviside, sign_pm1,
@@ -30,12 +32,15 @@ __all__ = [
     "REQUIRED",
     "UnknownEstimatorError",
     "check_float_input",
+    "covers",
     "dorefa",
     "exact_divide",
     "forward",
     "gradient",
     "gradient_multiplier",
     "heaviside",
+    "name_params",
+    "node_params",
     "normalize",
     "registry_gradient",
     "sign_pm1",
@@ -67,39 +72,84 @@ def forward(estimator, x, params):
     return spec(estimator).forward(x, params)
 
 
-def gradient_multiplier(estimator, x, params):
+def _reads(s, x, params, y):
+    """The arguments after x: a rule (a record with op_types) also reads
+    the op's output y, the forward's value unless given."""
+    if s.op_types is None:
+        return ()
+    return (s.forward(x, params) if y is None else y,)
+
+
+def gradient_multiplier(estimator, x, params, y=None):
     """g(x) with dx = dy * g(x), for estimators whose gradient is linear in
-    dy; None where g(x) == 1 everywhere (the plain straight-through case)."""
+    dy; None where g(x) == 1 everywhere (the plain straight-through case).
+    An attribution rule reads the op's output `y` too."""
     s = spec(estimator)
     if not s.linear:
         raise ValueError("%s has no gradient multiplier: its gradient is not "
                          "linear in dy" % estimator)
-    return s.multiplier(x, params)
+    return s.multiplier(x, params, *_reads(s, x, params, y))
 
 
-def gradient(estimator, x, dy, params):
-    """dx for upstream gradient dy at input x."""
+def gradient(estimator, x, dy, params, y=None):
+    """dx for upstream gradient dy at input x (and output y, for a rule)."""
     s = spec(estimator)
     if not s.linear:
-        return s.gradient(x, dy, params)
-    g = s.multiplier(x, params)
+        return s.gradient(x, dy, params, *_reads(s, x, params, y))
+    g = s.multiplier(x, params, *_reads(s, x, params, y))
     return dy if g is None else dy * g
+
+
+def covers(estimator, op_type, where, what=""):
+    """Raises RuleError if `estimator` is a rule that does not cover op type
+    `op_type` (`where` names the node: "node 'dense/Relu'", `what` the
+    caller: "patch"); estimators, which fit any same-shape op, pass."""
+    s = spec(estimator)
+    if s.op_types is not None:
+        rules.check_op_type(estimator, s.op_types, op_type, where, what)
+
+
+def node_params(estimator, params, op_type, alpha=None):
+    """`params` for the stop_gradient form of a frozen node of `op_type`:
+    a rule takes the node's type as ``activation`` (and its LeakyRelu
+    `alpha`, when given); other estimators' params are returned as they are."""
+    s = spec(estimator)
+    if s.op_types is None:
+        return params
+    covers(estimator, op_type, "a node")
+    out = dict(params, activation=op_type)
+    if op_type == "LeakyRelu" and alpha is not None:
+        out["alpha"] = float(alpha)
+    return out
 
 
 def registry_gradient(estimator, params):
     """A TensorFlow gradient function ``(op, dy)`` applying the estimator's
     gradient rule to the op's first input, for any op whose first input has
     the shape of its first output (Sign, Round, Floor, Identity, Relu, ...).
-    Other inputs get None."""
-    spec(estimator)
+    Other inputs get None. A rule reads the op's type, output and (LeakyRelu)
+    alpha, and raises RuleError on an op type it does not cover."""
+    s = spec(estimator)
     params = dict(params)
 
     def estimator_gradient(op, dy, *unused_grads):
-        dx = gradient(estimator, op.inputs[0], dy, params)
+        if s.op_types is None:
+            dx = gradient(estimator, op.inputs[0], dy, params)
+        else:
+            dx = gradient(estimator, op.inputs[0], dy,
+                          rules.op_params(estimator, s.op_types, params, op),
+                          y=op.outputs[0])
         return [dx] + [None] * (len(op.inputs) - 1)
 
     estimator_gradient.__qualname__ = "graph_override.estimators.%s_gradient" % estimator
     return estimator_gradient
+
+
+def name_params(estimator, params):
+    """The parameters of `params` that the self-describing name holds (not
+    a rule's activation and alpha, which the gradient reads from the op)."""
+    keep = spec(estimator).name_params
+    return collections.OrderedDict((k, v) for k, v in params.items() if k in keep)
 
 
 def signature_text(estimator):

@@ -36,12 +36,17 @@ class Param(NamedTuple):
         estimator uses it (numbers as float, k_bit as int); TypeError or
         ValueError naming the estimator otherwise.
       doc: its line in the docstrings' Args section.
+      in_name: False for a parameter that only chooses the forward op of
+        the family functions (an attribution rule's `activation` and
+        `alpha`): it is not part of the self-describing gradient name,
+        since a gradient function reads those from the op it differentiates.
     """
 
     name: str
     default: Any
     check: Callable
     doc: str
+    in_name: bool = True
 
     @property
     def required(self):
@@ -49,7 +54,7 @@ class Param(NamedTuple):
 
 
 def number(name, default, doc, *, allow_none=False, minimum=None, allow_inf=False,
-           positive=False, unsigned_zero=False):
+           positive=False, unsigned_zero=False, in_name=True):
     """A `Param` that takes a plain Python number (float), optionally None;
     with `unsigned_zero`, -0.0 becomes +0.0 (so that x - t never yields a
     signed zero that x + (-t) would not)."""
@@ -72,7 +77,7 @@ def number(name, default, doc, *, allow_none=False, minimum=None, allow_inf=Fals
             raise ValueError("%s(%s=...) must be > 0, got %r" % (estimator, key, value))
         return value + 0.0 if unsigned_zero else value
 
-    return Param(name, default, check, doc)
+    return Param(name, default, check, doc, in_name)
 
 
 def flag(name, default, doc):
@@ -101,6 +106,18 @@ def integer(name, default, doc, *, low, high):
     return Param(name, default, check, doc)
 
 
+def choice(name, default, doc, *, choices, in_name=True):
+    """A `Param` that is one of the strings `choices`."""
+
+    def check(estimator, key, value):
+        if not isinstance(value, str) or value not in choices:
+            raise ValueError("%s(%s=...) must be one of %s, got %r" % (
+                estimator, key, ", ".join(repr(c) for c in choices), value))
+        return value
+
+    return Param(name, default, check, doc, in_name)
+
+
 class Doc(NamedTuple):
     """An estimator's documentation, rendered into the docstrings of its three
     functions (`graph_override._docs`) and the table of the families guide.
@@ -114,6 +131,7 @@ class Doc(NamedTuple):
         (grads None: the example prints no gradient).
       paper: the reference, or "".
       plot: the parameters scripts/plot_estimators.py draws (None: `example`).
+      x: the example's input, as Python source.
     """
 
     summary: str
@@ -125,6 +143,7 @@ class Doc(NamedTuple):
     grads: Optional[str]
     paper: str = ""
     plot: Optional[dict] = None
+    x: str = "[-1.5, 0.0, 1.5]"
 
 
 class EstimatorSpec(NamedTuple):
@@ -148,6 +167,13 @@ class EstimatorSpec(NamedTuple):
         ``{op_type: grad_name}``, which must then be one `op_type` op on x.
       doc: its `Doc`.
       check: ``check(estimator, params)``: a check across parameters, or None.
+      op_types: for an attribution rule, the op types whose gradient it
+        defines (it reads the op's type, input x and output y, see
+        `graph_override.estimators.rules`); None for an estimator, which
+        fits any op whose output has its input's shape. A rule's
+        `multiplier` and `gradient` also take y, as their last argument,
+        and its params hold the op's type as ``activation`` (and LeakyRelu's
+        ``alpha``).
     """
 
     name: str
@@ -159,6 +185,7 @@ class EstimatorSpec(NamedTuple):
     build: Optional[Callable]
     doc: Doc
     check: Optional[Callable] = None
+    op_types: Optional[Tuple[str, ...]] = None
 
     @property
     def linear(self):
@@ -170,9 +197,14 @@ class EstimatorSpec(NamedTuple):
         """((name, default), ...) in signature order; None for a required one."""
         return tuple((p.name, None if p.required else p.default) for p in self.params)
 
+    @property
+    def name_params(self):
+        """The names of the parameters that the gradient name holds."""
+        return tuple(p.name for p in self.params if p.in_name)
+
 
 def define(name, *, op_type, forward, doc, params=(), multiplier=None, gradient=None,
-           build=None, check=None):
+           build=None, check=None, op_types=None):
     """Adds an estimator to the table; returns its `EstimatorSpec`.
 
     Give `multiplier` (a gradient dy * g(x)) or `gradient` (any other), not
@@ -190,7 +222,7 @@ def define(name, *, op_type, forward, doc, params=(), multiplier=None, gradient=
         raise ValueError("estimator %r: give either multiplier (dx = dy * g(x)) or "
                          "gradient (dx from x and dy)" % name)
     spec = EstimatorSpec(name, op_type, tuple(params), forward, multiplier, gradient,
-                         build, doc, check)
+                         build, doc, check, None if op_types is None else tuple(op_types))
     _TABLE[name] = spec
     return spec
 

@@ -11,8 +11,9 @@ derived from these records; adding an estimator is adding a record here
 
 import tensorflow as tf
 
-from graph_override.estimators import ops
-from graph_override.estimators._record import REQUIRED, Doc, define, flag, integer, number
+from graph_override.estimators import ops, rules
+from graph_override.estimators._record import (REQUIRED, Doc, choice, define, flag, integer,
+                                               number)
 
 __all__ = []
 
@@ -195,3 +196,103 @@ define(
         row=("x", "clip(dy, min, max)"),
         example={"clip_value_min": -0.5, "clip_value_max": 0.5},
         values="[-1.5  0.   1.5]", grads="[0.5 0.5 0.5]"))
+
+
+# --- attribution rules: gradients of activations that read the op ----------------
+
+_OP_FORWARD = "y = activation(x), one op of that type"
+_ALPHA = number("alpha", 0.2, "LeakyRelu's slope below 0, for activation=\"LeakyRelu\" "
+                "(a gradient\n      function reads the op's own).", in_name=False)
+
+
+def _activation(op_types):
+    return choice("activation", op_types[0],
+                  "the op type of the forward, one of %s. A gradient function\n"
+                  "      registered by name reads the type of the op it differentiates."
+                  % ", ".join(op_types), choices=op_types, in_name=False)
+
+
+define(
+    "guided_relu", op_type="Relu", op_types=rules.RELUS,
+    params=[_activation(rules.RELUS), _ALPHA],
+    forward=lambda x, p: rules.forward(x, p), gradient=rules.guided, build=rules.build,
+    doc=Doc(
+        summary="Guided backpropagation: positive gradients only, through the op's own "
+                "gradient.",
+        forward=_OP_FORWARD + ": Relu, Relu6 or LeakyRelu",
+        gradient=("dx = dy [dy > 0] f'(x): Relu dy [dy > 0] [y > 0] (TensorFlow's and\n"
+                  "            tensorpack's GuidedRelu); Relu6 and LeakyRelu get their own "
+                  "gradient\n            applied to max(dy, 0), [0 < y < 6] and "
+                  "(1 if x > 0 else alpha), so a\n            unit passes a positive "
+                  "signal exactly as its forward passes signal. Not\n            linear in "
+                  "dy, so no fixed graph's backprop computes it (no\n            "
+                  "stop_gradient form)."),
+        row=("Relu, Relu6 or LeakyRelu (activation=)",
+             "dy * [dy > 0] * [y > 0]; Relu6 * [y < 6] too; LeakyRelu dy * [dy > 0] * "
+             "(1 if x > 0 else alpha)"),
+        example={}, values="[0.  0.  1.5]", grads="[0. 0. 1.]",
+        paper="Springenberg et al., Striving for Simplicity: The All Convolutional Net, "
+              "ICLR 2015 workshop."))
+
+define(
+    "deconv_relu", op_type="Relu", op_types=rules.RELUS,
+    params=[_activation(rules.RELUS), _ALPHA],
+    forward=lambda x, p: rules.forward(x, p), gradient=rules.deconv, build=rules.build,
+    doc=Doc(
+        summary="Deconvnet: the Relu applied to the gradient, whatever the input.",
+        forward=_OP_FORWARD + ": Relu, Relu6 or LeakyRelu",
+        gradient=("dx = dy [dy > 0] = max(dy, 0), for Relu6 and LeakyRelu too (the\n"
+                  "            deconvnet ignores the forward's mask). Not linear in dy, "
+                  "so no fixed\n            graph's backprop computes it (no stop_gradient "
+                  "form)."),
+        row=("Relu, Relu6 or LeakyRelu (activation=)", "dy * [dy > 0]"),
+        example={}, values="[0.  0.  1.5]", grads="[1. 1. 1.]",
+        paper="Zeiler & Fergus, Visualizing and Understanding Convolutional Networks, "
+              "ECCV 2014."))
+
+define(
+    "eps_lrp", op_type="Relu", op_types=rules.ACTIVATIONS,
+    params=[number("epsilon", 1e-4, "the stabilizer; larger absorbs more relevance.",
+                   positive=True),
+            _activation(rules.ACTIVATIONS), _ALPHA],
+    forward=lambda x, p: rules.forward(x, p), multiplier=rules.eps_lrp_multiplier,
+    build=rules.build,
+    doc=Doc(
+        summary="The epsilon-LRP rule of an activation (DeepExplain's form).",
+        forward=_OP_FORWARD + ": Relu, Relu6, LeakyRelu, Elu, Selu, Sigmoid, Tanh or "
+                "Softplus",
+        gradient=("dx = dy y / (x + epsilon s(x)), s(x) = +1 if x >= 0 else -1; 0 where\n"
+                  "            the quotient is not finite (x = +-inf)"),
+        row=("Relu, Relu6, LeakyRelu, Elu, Selu, Sigmoid, Tanh or Softplus (activation=)",
+             "dy * y / (x + epsilon * s(x)), s(x) = +1 where x >= 0 else -1"),
+        example={"activation": "Tanh"}, values="[-0.90514827  0.          0.90514827]",
+        grads="[0.6033829 0.        0.6033829]",
+        paper="Bach et al., PLOS ONE 10(7), 2015; Ancona et al., Towards Better "
+              "Understanding of Gradient-based Attribution Methods, ICLR 2018."))
+
+define(
+    "deeplift_rescale", op_type="Relu", op_types=rules.ACTIVATIONS,
+    params=[number("threshold", 1e-10,
+                   "below this |x - r| the multiplier is the gradient f'(x).\n"
+                   "      Captum's eps=1e-10 (captum/attr/_core/deep_lift.py, nonlinear); "
+                   "DeepExplain\n      uses 1e-5 (and f' at (x + r) / 2), SHAP's deep_tf "
+                   "1e-6.", positive=True),
+            _activation(rules.ACTIVATIONS), _ALPHA],
+    forward=lambda x, p: rules.forward(x, p), multiplier=rules.rescale_multiplier,
+    build=rules.build,
+    doc=Doc(
+        summary="The DeepLIFT rescale rule, inputs and references in one batch.",
+        forward=(_OP_FORWARD + "; its batch (axis 0) holds [inputs; references],\n"
+                 "            2N rows (an odd batch raises RuleError, or fails when run "
+                 "if unknown\n            until then)"),
+        gradient=("dx = dy concat([m, m]), m = (y[:N] - y[N:]) / (x[:N] - x[N:]) where\n"
+                  "            |x[:N] - x[N:]| >= threshold, else f'(x[:N]) (Captum's "
+                  "rule); 0 where m\n            is not finite"),
+        row=("as eps_lrp; the batch holds [inputs; references]",
+             "dy * concat([m, m]), m = (f(x) - f(r)) / (x - r) where abs(x - r) >= "
+             "threshold, else f'(x)"),
+        example={"activation": "Tanh"}, x="[1.5, -1.0, 0.0, 0.0]",
+        values="[ 0.90514827 -0.7615942   0.          0.        ]",
+        grads="[0.6034322 0.7615942 0.6034322 0.7615942]",
+        paper="Shrikumar et al., Learning Important Features Through Propagating "
+              "Activation Differences, ICML 2017."))

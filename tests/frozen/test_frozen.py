@@ -34,8 +34,15 @@ CASES = {
     "flip_gradient": ("Identity", {"scale": 0.5}),
     "scale_gradient": ("Identity", {"scale": -3.0}),
     "clip_gradient": ("Identity", {"clip_value_min": -0.3, "clip_value_max": 0.3}),
+    # Attribution rules (tests/test_estimator_rules.py has every op type);
+    # X has an even count: deeplift_rescale reads it as [inputs; references].
+    "guided_relu": ("Relu", {}),
+    "deconv_relu": ("Relu", {}),
+    "eps_lrp": ("Relu", {"epsilon": 0.01}),
+    "deeplift_rescale": ("Relu", {"threshold": 1e-3}),
 }
-_OPS = {"Sign": tf.sign, "Round": tf.round, "Floor": tf.floor, "Identity": tf.identity}
+_OPS = {"Sign": tf.sign, "Round": tf.round, "Floor": tf.floor, "Identity": tf.identity,
+        "Relu": tf.nn.relu}
 
 
 def _graph(op_type, dtype=tf.float32):
@@ -97,7 +104,8 @@ def test_patch_gives_the_estimators_gradient(estimator):
     np.testing.assert_allclose(dx, _tf2_gradient(estimator, params), rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("estimator", sorted(set(CASES) - {"clip_gradient"}))
+@pytest.mark.parametrize("estimator", sorted(e for e in CASES
+                                             if estimators.ESTIMATORS[e].linear))
 def test_make_portable_keeps_forward_bits_and_needs_no_registry(estimator):
     op_type, params = CASES[estimator]
     original = _graph(op_type)

@@ -116,10 +116,11 @@ def _check_portable_rules(rules):
                 "built-in estimator, or patch() instead" % (rule, rule.gradient))
         if rule.estimator is not None and not estimators.ESTIMATORS[rule.estimator].linear:
             raise RuleError(
-                "make_portable: %s cannot be made portable: a clipped "
-                "gradient is not linear in dy, which no stop_gradient "
-                "identity can express. Use patch() and import the result "
-                "with graph_override.frozen.import_graph_def." % rule.estimator)
+                "make_portable: %s cannot be made portable: its gradient, %s, is "
+                "not linear in dy, which no stop_gradient identity can express "
+                "(no fixed graph's backprop computes it). Use patch() and import "
+                "the result with graph_override.frozen.import_graph_def." % (
+                    rule.estimator, estimators.ESTIMATORS[rule.estimator].doc.row[1]))
 
 
 def _check(plan):

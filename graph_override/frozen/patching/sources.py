@@ -89,8 +89,10 @@ def stamp_over(node, rule, dtype_of, taken, what, *, y_ref=None, address=None, w
     dtype = dtype_of(node, what)
     forward = original + "/graph_override_forward"
     taken.discard(original)  # the stop_gradient form takes it over
+    alpha = node.attr["alpha"].f if "alpha" in node.attr else None
     new_names, data = portable_form.stamp(
-        rule.estimator, rule.params, dtype, x_ref=inputs[0],
+        rule.estimator, estimators.node_params(rule.estimator, rule.params, node.op, alpha),
+        dtype, x_ref=inputs[0],
         y_ref=y_ref(forward) if y_ref else forward,
         prefix=original + "/graph_override_portable/", out_name=original,
         device=node.device)

@@ -1,7 +1,8 @@
 """Checks that keep `patch` and `make_portable` from giving a wrong or
 unusable graph (see `graph_override.frozen`).
 
-* `check_fits`: an estimator's gradient goes to a node's first input, so
+* `check_fits`: an attribution rule (guided_relu, eps_lrp, ...) fits only
+  the op types it covers; an estimator's gradient goes to a node's first input, so
   the node's output 0 must have that input's dtype and shape (MatMul and
   OneHot do not), and the gradient estimators of the Identity family
   (flip_gradient, scale_gradient, clip_gradient) *replace* a node's
@@ -138,6 +139,7 @@ def _same_dtype_by_def(op_type):
 def check_fits_node(node, address, rule, what, *, allow_replace=False):
     """`check_fits` for one node of a function body, by op type and dtype
     (shapes: `check_function_shapes`)."""
+    estimators.covers(rule.estimator, node.op, "node %r" % address, what)
     if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
             and node.op not in IDENTITY_OPS and not allow_replace):
         raise _replace_error(what, rule, address, node.op)
@@ -199,10 +201,15 @@ def check_fits(nodes, selected, rules, what, *, allow_replace=False, pairs=None)
     pairs = pairs if pairs is not None else op_rule_pairs(ops, selected)
     for op, r in sorted(pairs, key=lambda p: (p[1], p[0])):
         rule = rules[r]
-        if rule.estimator is None or op == "IdentityN":
+        if rule.estimator is None:
             continue
         members = functools.lru_cache(maxsize=None)(
             functools.partial(_members, ops, selected, op, r))  # read once, if at all
+        if estimators.ESTIMATORS[rule.estimator].op_types is not None:
+            estimators.covers(rule.estimator, op, "node %r" % nodes.names[members()[0]],
+                              what)
+        if op == "IdentityN":
+            continue
         if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
                 and op not in IDENTITY_OPS and not allow_replace):
             raise _replace_error(what, rule, nodes.names[members()[0]], op)
