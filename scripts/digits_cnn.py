@@ -21,7 +21,7 @@ from graph_override.training import data
 LAYERS = ("conv1", "conv2", "dense", "logits")
 # The methods drawn and checked, in the order of the figure's columns.
 LABELS = collections.OrderedDict([
-    ("saliency", "saliency"),
+    ("saliency", "saliency (signed)"),
     ("gradient_input", "gradient x input"),
     ("integrated_gradients", "integrated gradients"),
     ("smoothgrad", "SmoothGrad"),
@@ -40,12 +40,13 @@ OPTIONS = {
 }
 
 SanityCheck = collections.namedtuple("SanityCheck", [
-    "methods", "stages", "abs_rho", "signed_rho", "examples", "accuracy",
+    "methods", "stages", "abs_rho", "signed_rho", "ink_rho", "examples", "accuracy",
     "trained_maps", "random_maps"])
 SanityCheck.__doc__ = """The sanity check's figures: for each method, the mean
 Spearman correlation of absolute values after each cascading stage
 (`abs_rho[name][k]`: the top k + 1 layers re-drawn, `stages[k]` the lowest of
-them), of signed values with every layer re-drawn (`signed_rho[name]`), over
+them), with every layer re-drawn: of signed values (`signed_rho[name]`) and of
+absolute values on the digit's ink pixels only, x > 0 (`ink_rho[name]`), over
 `examples` test digits; the maps of the trained and fully randomized model."""
 
 
@@ -163,11 +164,14 @@ def maps(model, x, target):
             for name in LABELS}
 
 
-def mean_rho(trained, random, absolute=True):
-    """Mean over examples of the per-example Spearman correlation; examples
-    where either map is constant (no ranking) are left out."""
+def mean_rho(trained, random, absolute=True, where=None):
+    """Mean over examples of the per-example Spearman correlation (of the
+    pixels where `where`, a boolean array of the maps' shape, if given);
+    examples where either map is constant (no ranking) are left out."""
     f = np.abs if absolute else (lambda v: v)
-    rhos = [spearman(f(a), f(b)) for a, b in zip(trained, random)]
+    if where is None:
+        where = np.ones(np.shape(trained), bool)
+    rhos = [spearman(f(a)[w], f(b)[w]) for a, b, w in zip(trained, random, where)]
     rhos = [r for r in rhos if not np.isnan(r)]
     return float(np.mean(rhos)) if rhos else float("nan")
 
@@ -186,5 +190,7 @@ def sanity_check(model, x, target, accuracy):
         for name in LABELS:
             abs_rho[name].append(mean_rho(trained[name], random[name]))
     signed = {name: mean_rho(trained[name], random[name], absolute=False) for name in LABELS}
-    return SanityCheck(tuple(LABELS), stages, abs_rho, signed, len(x), accuracy,
+    ink = {name: mean_rho(trained[name], random[name],
+                          where=(x > 0).reshape(trained[name].shape)) for name in LABELS}
+    return SanityCheck(tuple(LABELS), stages, abs_rho, signed, ink, len(x), accuracy,
                        trained, random)

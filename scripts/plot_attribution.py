@@ -47,7 +47,7 @@ DEFAULT_OUT = ROOT / "docs" / "attribution.png"
 DEFAULT_TABLE = ROOT / "docs" / "guide" / "attribution.md"
 TABLE_BEGIN = "<!-- sanity-table: written by scripts/plot_attribution.py -->"
 TABLE_END = "<!-- sanity-table: end -->"
-SHOWN = 4  # test digits drawn, one per row
+SHOWN = 4  # test digits drawn, one per row: the first ones of different classes
 
 
 def draw(images, labels, maps, random_maps):
@@ -94,17 +94,21 @@ def png_bytes(fig):
 def table_markdown(check):
     """The sanity check's Markdown table (`digits_cnn.SanityCheck`)."""
     stages = ["%s" % s for s in check.stages]
-    head = (["method"] + ["randomized up to %s (abs)" % s for s in stages]
-            + ["all randomized (signed)"])
+    head = (["method"] + ["down to %s" % s for s in stages]
+            + ["all, signed", "all, ink pixels"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in check.methods:
-        cells = ["%.2f" % v for v in check.abs_rho[name]] + ["%.2f" % check.signed_rho[name]]
+        cells = (["%.2f" % v for v in check.abs_rho[name]]
+                 + ["%.2f" % check.signed_rho[name], "%.2f" % check.ink_rho[name]])
         lines.append("| %s | %s |" % (digits_cnn.LABELS[name], " | ".join(cells)))
     lines.append("")
     lines.append("Spearman rank correlation between the maps of the trained CNN (test "
-                 "accuracy %.3f) and of the same network with its weights re-drawn, "
-                 "mean over %d test digits; 1 means the map did not change."
-                 % (check.accuracy, check.examples))
+                 "accuracy %.3f) and of the same network with its weights re-drawn from "
+                 "the top layer down to the one named (cascading), mean over %d test "
+                 "digits, of absolute values; \"all, signed\": every layer re-drawn, "
+                 "signed values; \"all, ink pixels\": every layer re-drawn, absolute "
+                 "values of the pixels where the digit has ink (x > 0). 1: the map did "
+                 "not change." % (check.accuracy, check.examples))
     return "\n".join(lines)
 
 
@@ -123,15 +127,27 @@ def put_table(page_text, table):
 
 
 def compute(examples=32, seed=0):
-    """Trains the CNN and computes the maps and the sanity check:
-    (split, shown maps, their randomized twins, `digits_cnn.SanityCheck`)."""
+    """Trains the CNN and computes the maps and the sanity check: (images
+    shown, their labels, their maps, the first one's maps with every layer
+    randomized, `digits_cnn.SanityCheck`)."""
     model, split, accuracy = digits_cnn.train(seed=seed)
     x = split.x_test[:examples].reshape(-1, 8, 8, 1)
     y = split.y_test[:examples]
     check = digits_cnn.sanity_check(model, x, y, accuracy)
-    shown = {name: m[:SHOWN] for name, m in check.trained_maps.items()}
-    random_shown = {name: m[:1] for name, m in check.random_maps.items()}
-    return split, shown, random_shown, check
+    rows = shown_rows(y)
+    shown = {name: m[rows] for name, m in check.trained_maps.items()}
+    random_shown = {name: m[rows[:1]] for name, m in check.random_maps.items()}
+    return x[rows], y[rows], shown, random_shown, check
+
+
+def shown_rows(labels):
+    """Indices of the first SHOWN examples of distinct classes."""
+    rows, seen = [], set()
+    for i, label in enumerate(labels):
+        if label not in seen:
+            rows.append(i)
+            seen.add(label)
+    return rows[:SHOWN]
 
 
 def main(argv=None):
@@ -152,9 +168,8 @@ def main(argv=None):
         put_table(page, "")
     except (OSError, ValueError) as e:
         parser.error("--table %s: %s" % (table_path, e))
-    split, shown, random_shown, check = compute(args.examples)
-    images = split.x_test[:SHOWN].reshape(-1, 8, 8)
-    fig = draw(images, split.y_test[:SHOWN],
+    images, labels, shown, random_shown, check = compute(args.examples)
+    fig = draw(images.reshape(-1, 8, 8), labels,
                {k: v.reshape(-1, 8, 8) for k, v in shown.items()},
                {k: v.reshape(-1, 8, 8) for k, v in random_shown.items()})
     out = pathlib.Path(args.out)
