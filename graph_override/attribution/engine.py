@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from graph_override.attribution import gradcam, methods, models, rules, targets
-from graph_override.errors import AttributionError
+from graph_override.errors import AttributionError, GraphOverrideError
 from graph_override.frozen.tf2.function import FrozenFunction
 
 __all__ = ["Explainer", "attribute"]
@@ -106,13 +106,18 @@ class Explainer:
 
     @staticmethod
     def _make_function(graph, method_rules):
-        function = FrozenFunction(graph.graph_def, [graph.input], [graph.output],
-                                  rules=list(method_rules), on_no_match="ignore")
+        try:
+            function = FrozenFunction(graph.graph_def, [graph.input], [graph.output],
+                                      rules=list(method_rules), on_no_match="ignore")
+        except GraphOverrideError as e:  # the same class, naming the model as given
+            message = str(e)
+            if message.startswith("<GraphDef>") and graph.source != "<GraphDef>":
+                raise type(e)(graph.source + message[len("<GraphDef>"):]) from e
+            raise
         if method_rules and not function.patch_report.changes:
             warnings.warn(
-                "%s has none of the op types %s; the method's rules change nothing "
-                "and its maps are those of the plain gradient" % (
-                    graph.source, ", ".join(r.split("=")[0] for r in method_rules)),
+                "the rules %s change no node of %s: the maps are those of the plain "
+                "gradient" % (", ".join(method_rules), graph.source),
                 UserWarning, stacklevel=5)
         return function
 

@@ -3,7 +3,7 @@
 import os
 import sys
 
-from graph_override.commands._rules import add_model_and_rules, parse_rules
+from graph_override.commands._rules import add_model_and_rules, own_functions, parse_rules
 
 HELP = "turn a frozen GraphDef into a TF2 SavedModel whose gradients work"
 DESCRIPTION = (
@@ -15,7 +15,8 @@ DESCRIPTION = (
     "\n"
     "The saved graph carries every estimator gradient in its stop_gradient form,\n"
     "so the SavedModel differentiates correctly with plain TensorFlow, in a process\n"
-    "without graph_override; clip_gradient, which has no such form, is refused.\n"
+    "without graph_override; clip_gradient, which has no such form, and gradient\n"
+    "functions of your own (--map OP=MODULE:FUNCTION) are refused.\n"
     "DIR is written atomically (a temporary sibling folder, then a rename): it is\n"
     "either the complete SavedModel or not there at all.\n"
     "\n"
@@ -70,6 +71,20 @@ def run(args):
         rules = parse_rules(args)
     except (frozen.RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
+    own = own_functions(rules)
+    if own:
+        print("graph-override convert: error: %s: --map names gradient function(s) of "
+              "your own, %s; a SavedModel cannot carry them so that plain TensorFlow "
+              "differentiates it. Its portable form (stop_gradient subgraphs) expresses "
+              "only the built-in estimators, and TensorFlow's "
+              "experimental_custom_gradients keeps one traced function per gradient "
+              "name, for the first node's shapes, failing on nodes of other shapes. "
+              "Use a built-in estimator, or keep your function: graph-override patch "
+              "--map ... (then register it before running the graph), or "
+              "frozen.to_function(..., rules=[...]) in a process that imports "
+              "graph_override. Nothing written." % (
+                  args.model, ", ".join(repr(n) for n in own)), file=sys.stderr)
+        return 1
     out = os.path.abspath(args.output)
     if os.path.isdir(os.path.dirname(out)):  # what a killed convert left
         for note in _atomic_dir.recover(out):

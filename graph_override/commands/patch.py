@@ -3,7 +3,8 @@
 import json
 import sys
 
-from graph_override.commands._rules import add_model_and_rules, parse_rules
+from graph_override.commands._rules import (add_model_and_rules, own_functions, parse_rules,
+                                            registration_note)
 
 HELP = "set, replace or remove the gradients of nodes in a GraphDef"
 DESCRIPTION = (
@@ -17,8 +18,12 @@ DESCRIPTION = (
     "            flip_gradient:scale=0.5, ste_tern:threshold_value=0.1,clip_value=1,\n"
     "            ste_tern:ternary_weight_networks=True,clip_value=None, ...; a\n"
     "            value is a number, True, False or None), 'remove' (drop the\n"
-    "            _gradient_op_type name, so the op's own gradient applies), or a\n"
-    "            registered gradient name (Identity)\n"
+    "            _gradient_op_type name, so the op's own gradient applies), a\n"
+    "            registered gradient name (Identity), or MODULE:FUNCTION, a\n"
+    "            gradient function of your own, f(op, grad) -> grads, imported as\n"
+    "            `python -m` would (the current directory first) and written into\n"
+    "            the graph under that name: the process that runs OUT registers it\n"
+    "            first, graph_override.user_functions.register_function('MODULE:FUNCTION')\n"
     "--select REGEX narrows every rule to node names matching REGEX (re.search).\n"
     "A node selected by several rules gets the first.\n"
     "\n"
@@ -45,6 +50,7 @@ EPILOG = """examples:
   graph-override patch model.pb -o fixed.pb --map Identity=flip_gradient:scale=0.5 --select '^output$'
   graph-override patch model.pb -o fixed.pb --map 'gradient:CustomGradient-*=ste_sign'
   graph-override patch model.pb -o portable.pb --map Sign=ste_sign --portable
+  graph-override patch model.pb -o guided.pb --map Relu=mygrads:guided_relu
   graph-override patch model.pb --map Round=ste_round --dry-run --json"""
 
 
@@ -87,17 +93,20 @@ def run(args):
                                on_no_match="ignore" if args.allow_no_match else "raise",
                                allow_replace=args.allow_replace)
     failures = report.gradient_failures_left
+    own = own_functions(rules)
     if args.json:
         out = report.to_dict()
         out.update(file=args.model, output=None if args.dry_run else args.output,
                    dry_run=args.dry_run,
-                   gradient_failures_left=failures)
+                   gradient_failures_left=failures, register_first=own)
         print(json.dumps(out, indent=2))
     else:
         print("%s: %s" % (args.model, report.format()))
         for f in failures[:20]:
             print("warning: gradient still fails at node %r (%s): %s"
                   % (f["node"], f["op"], f["reason"]))
+        if own:
+            print(registration_note(own))
         print("dry run: nothing written" if args.dry_run
               else "wrote %s" % args.output)
     return 0

@@ -48,7 +48,7 @@ import collections
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import registry
+from graph_override import registry, user_functions
 from graph_override.frozen.graphdef.io import (MAX_BYTES, check_output_path, load,
                                                parse_graph_def, save, validate)
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
@@ -148,8 +148,8 @@ def import_graph_def(graph_def, input_map=None, return_elements=None, name=None)
             "import_graph_def: %d gradient name(s) cannot be resolved here: %s. "
             "Repair them first, e.g. `graph-override patch MODEL -o OUT --map "
             "'gradient:NAME=ste_sign'` or `--map 'gradient:NAME=remove'`, or "
-            "register the functions before importing." % (len(missing), "; ".join(
+            "register the functions before importing.%s" % (len(missing), "; ".join(
                 "%r (node(s) %s)" % (n, node_list(v))
-                for n, v in missing.items())))
+                for n, v in missing.items()), user_functions.registration_hint(missing)))
     return tf.compat.v1.import_graph_def(graph_def, input_map=input_map,
                                          return_elements=return_elements, name=name)

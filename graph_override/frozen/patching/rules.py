@@ -8,7 +8,7 @@ import itertools
 import re
 import warnings
 
-from graph_override import _compat, builtin_names, estimators, registry
+from graph_override import _compat, builtin_names, estimators, registry, user_functions
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, gradient_attr
 from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError,
                                    UnknownOpTypeError)
@@ -154,13 +154,29 @@ def _params(text, param_text):
 
 def _action_kwargs(text, action):
     """The `Rule` arguments that ACTION gives."""
+    try:
+        return _action(text, action)
+    except RuleError as e:
+        if str(e).startswith("--map "):
+            raise
+        raise RuleError("--map %r: %s" % (text, e)) from e
+
+
+def _action(text, action):
     name, _, param_text = action.partition(":")
     if name in estimators.ESTIMATORS:
+        if "=" not in param_text and user_functions.is_function_spec("m:" + param_text) and (
+                param_text not in {p.name for p in estimators.ESTIMATORS[name].params}):
+            user_functions.import_function(action)  # raises: MODULE collides with it
         return {"estimator": name, "params": _params(text, param_text)}
     if action == "remove":
         return {"remove": True}
     if not action:
         raise RuleError("--map %r: nothing after '='" % text)
+    if user_functions.is_function_spec(action):
+        # The user's own function, imported because the user named it here
+        # (never because a GraphDef carries the name).
+        return {"gradient": str(user_functions.register_function(action))}
     close = registry.estimator_suggestions(name)
     if close and not registry.is_resolvable(action):
         raise RuleError(
@@ -168,6 +184,13 @@ def _action_kwargs(text, action):
             "gradient name. Did you mean %s? Estimators: %s." % (
                 text, name, " or ".join(repr(c) for c in close),
                 ", ".join(estimators.ESTIMATORS)))
+    if not registry.is_resolvable(action) and re.fullmatch(r"[A-Za-z_][\w.]*\.\w+", action):
+        module, _, function = action.rpartition(".")
+        raise RuleError(
+            "--map %r: no gradient is registered under %r. To use a function of "
+            "your own, name it MODULE:FUNCTION, e.g. %s:%s (imported as "
+            "python -m would, from the current directory or sys.path)."
+            % (text, action, module, function))
     return {"gradient": action}
 
 
@@ -181,7 +204,9 @@ def parse_rule(text, *, name_regex=None):
     (``ste_sign``, ``flip_gradient:scale=0.5``,
     ``ste_tern:threshold_value=0.1,clip_value=1``,
     ``ste_tern:ternary_weight_networks=True``, ``ste_sign:clip_value=None``),
-    ``remove``, or a registered gradient name (``Identity``). A parameter
+    ``remove``, a registered gradient name (``Identity``), or a gradient
+    function of the user's own, ``MODULE:FUNCTION``, imported and registered
+    under that name (`graph_override.user_functions`). A parameter
     value is a number, True, False or None (also lower case), as the
     estimator takes it.
 

@@ -15,7 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from graph_override import _compat, registry
+from graph_override import _compat, registry, user_functions
 from graph_override.errors import ConversionError, UnknownGradientError
 from graph_override.frozen.graphdef.consts import check_claim
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list
@@ -189,10 +189,10 @@ def resolve_gradient_names(graph_def, source):
             "%s: %d gradient name(s) cannot be resolved in this process: %s. "
             "Repair them with a rule, e.g. rules=['gradient:%s=ste_sign'] "
             "(CLI: --map 'gradient:%s=ste_sign'), or 'gradient:%s=remove' to "
-            "use the op's own gradient, or register the function first." % (
+            "use the op's own gradient, or register the function first.%s" % (
                 source, len(missing), "; ".join(
                     "%r (node(s) %s)" % (n, node_list(v)) for n, v in missing.items()),
-                glob, glob, glob))
+                glob, glob, glob, user_functions.registration_hint(missing)))
 
 
 def _ancestors(inputs, fetches, feeds, seen):

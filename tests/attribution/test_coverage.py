@@ -1,0 +1,189 @@
+"""The coverage report (graph_override.attribution.coverage and `inspect
+--method`): the op types on the input-output path a method does not cover,
+on small graphs and on a frozen Keras MobileNetV2."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.framework.convert_to_constants import (
+    convert_variables_to_constants_v2)
+
+from graph_override import cli, frozen
+from graph_override.attribution import rules
+from graph_override.attribution.coverage import coverage_report
+from graph_override.errors import AttributionError, ConversionError
+
+
+def _mlp():
+    """x -> MatMul -> Relu -> Elu -> logits; probs = Softmax(logits); an
+    unused Tanh branch hangs off x."""
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        w = tf.constant(np.ones((3, 3), np.float32))
+        h = tf.nn.relu(tf.matmul(x, w), name="relu")
+        e = tf.nn.elu(tf.matmul(h, w), name="elu")
+        logits = tf.identity(tf.matmul(e, w), name="logits")
+        tf.nn.softmax(logits, name="probs")
+        tf.tanh(x, name="side")
+    return g.as_graph_def()
+
+
+def _uncovered(report):
+    return {u["op"]: (u["count"], u["nodes"]) for u in report.uncovered}
+
+
+@pytest.mark.parametrize("method, expected", [
+    ("guided_backprop", {"Elu": (1, ["elu"])}),
+    ("deconvnet", {"Elu": (1, ["elu"])}),
+    ("deeplift", {}),
+    ("eps_lrp", {}),
+    ("saliency", {}),
+    ("integrated_gradients", {}),
+])
+def test_the_path_to_the_logits(method, expected):
+    report = coverage_report(_mlp(), method, inputs="x:0", outputs="logits:0")
+    assert _uncovered(report) == expected
+    assert report.ok is (not expected)
+    # x, 3 MatMul, Relu, Elu, logits; the weights (Const) do not depend on x,
+    # and probs and side are not on the way to the logits.
+    assert report.path_nodes == 7
+    if rules.METHODS[method].rules:
+        assert report.covered == {op: 1 for op in ("Relu", "Elu")
+                                  if op in rules.METHODS[method].rules}
+    else:
+        assert report.covered == {}
+
+
+def test_default_ends_take_every_placeholder_and_every_unread_node():
+    report = coverage_report(_mlp(), "deeplift")
+    assert report.inputs == ["x:0"]
+    assert sorted(report.outputs) == ["probs:0", "side:0"]
+    assert _uncovered(report) == {"Softmax": (1, ["probs"])}  # Tanh is covered
+    assert "Softmax" in report.format() and "NOT covered by deeplift" in report.format()
+
+
+def test_training_mode_batch_norm_is_reported_for_every_method():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4, 4, 2], name="x")
+        scale, offset = tf.ones([2]), tf.zeros([2])
+        y, _, _ = tf.compat.v1.nn.fused_batch_norm(x, scale, offset, is_training=True,
+                                                   name="bn_train")
+        mean, var = tf.zeros([2]), tf.ones([2])
+        z, _, _ = tf.compat.v1.nn.fused_batch_norm(y, scale, offset, mean=mean,
+                                                   variance=var, is_training=False,
+                                                   name="bn_infer")
+        tf.identity(tf.nn.relu(z), name="y")
+    graph_def = g.as_graph_def()
+    ops = {n.name: n.op for n in graph_def.node}
+    assert ops["bn_train"].startswith("FusedBatchNorm") and ops["bn_infer"] == ops["bn_train"]
+    for method in ("saliency", "deeplift", "guided_backprop"):
+        report = coverage_report(graph_def, method, inputs="x", outputs="y")
+        assert [(u["op"], u["nodes"]) for u in report.uncovered] == [
+            (ops["bn_train"], ["bn_train"])], method
+        assert "training mode" in report.uncovered[0]["reason"]
+
+
+def test_raw_ops_custom_ops_and_dead_gradient_names():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        s = tf.raw_ops.Softsign(features=x, name="softsign")
+        c = tf.identity(s, name="custom")
+        with g.gradient_override_map({"Sign": "CustomGradient-5551"}):
+            d = tf.sign(c, name="dead")
+        tf.identity(tf.nn.relu(d + c), name="y")
+    graph_def = g.as_graph_def()
+    for node in graph_def.node:
+        if node.name == "custom":
+            node.op = "MyCustomOp"
+    found = _uncovered(coverage_report(graph_def, "deeplift", inputs="x", outputs="y"))
+    assert set(found) == {"Softsign", "MyCustomOp", "Sign"}
+    reasons = {u["op"]: u["reason"] for u in coverage_report(
+        graph_def, "saliency", inputs="x", outputs="y").uncovered}
+    # A gradient method covers Softsign (its own gradient is the method's).
+    assert set(reasons) == {"MyCustomOp", "Sign"}
+    assert "CustomGradient-5551" in reasons["Sign"]
+    assert "MyCustomOp" in reasons["MyCustomOp"]
+
+
+def test_function_bodies_are_on_the_path():
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [3], name="x")
+        _, h = tf.while_loop(lambda i, h: i < 2, lambda i, h: (i + 1, tf.tanh(h) + h),
+                             [tf.constant(0), x])
+        tf.identity(tf.nn.relu(h), name="y")
+    report = coverage_report(g.as_graph_def(), "guided_backprop", inputs="x", outputs="y")
+    (entry,) = report.uncovered
+    assert entry["op"] == "Tanh" and entry["count"] == 1
+    assert "/" in entry["nodes"][0]  # FUNCTION/NODE
+    assert report.covered == {"Relu": 1}
+    assert coverage_report(g.as_graph_def(), "deeplift", inputs="x", outputs="y").ok
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"method": "deeplfit"}, AttributionError, "Did you mean 'deeplift'"),
+    ({"method": "deeplift", "inputs": "nope:0"}, ConversionError, "no node 'nope'"),
+    ({"method": "deeplift", "outputs": "logit"}, ConversionError, "Did you mean 'logits:0'"),
+])
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        coverage_report(_mlp(), **kwargs)
+
+
+def _main(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_exit_status_and_usage_errors(tmp_path, capsys):
+    model = str(tmp_path / "mlp.pb")
+    frozen.save(_mlp(), model)
+    code, out, _ = _main(capsys, "inspect", model, "--method", "guided_backprop",
+                         "--inputs", "x:0", "--outputs", "logits:0")
+    assert code == 1 and "Elu" in out and "elu" in out
+    code, out, _ = _main(capsys, "inspect", model, "--method", "deeplift",
+                         "--inputs", "x:0", "--outputs", "logits:0")
+    assert code == 0 and "every op type on the path is covered" in out
+    code, out, _ = _main(capsys, "inspect", model, "--method", "deeplift", "--json")
+    import json  # pylint: disable=import-outside-toplevel
+    data = json.loads(out)
+    assert code == 1 and data["ok"] is False and data["file"] == model
+    assert [u["op"] for u in data["uncovered"]] == ["Softmax"]
+    for argv, match in (
+            (["--method", "deeplfit"], "Did you mean 'deeplift'?"),
+            (["--method", "deeplift", "--inputs", "nope"], "no node 'nope'"),
+            (["--inputs", "x:0"], "--inputs and --outputs go with --method")):
+        code, _, err = _main(capsys, "inspect", model, *argv)
+        assert code == 2 and match in err, err
+    code, _, err = _main(capsys, "inspect", str(tmp_path / "missing.pb"), "--method",
+                         "deeplift")
+    assert code == 2 and "missing.pb" in err
+
+
+@pytest.fixture(scope="module")
+def mobilenet(tmp_path_factory):
+    """Keras MobileNetV2 (alpha 0.35, 32x32, no weights) with a softmax
+    head, frozen with convert_variables_to_constants_v2."""
+    model = tf.keras.applications.MobileNetV2(
+        input_shape=(32, 32, 3), alpha=0.35, weights=None, classes=10)
+    fn = tf.function(lambda x: model(x, training=False)).get_concrete_function(
+        tf.TensorSpec([None, 32, 32, 3], tf.float32, name="x"))
+    fz = convert_variables_to_constants_v2(fn)
+    path = str(tmp_path_factory.mktemp("mobilenet") / "mobilenet.pb")
+    frozen.save(fz.graph.as_graph_def(), path)
+    softmax = [n for n in fz.graph.as_graph_def().node if n.op == "Softmax"]
+    return path, fz.inputs[0].name, fz.outputs[0].name, softmax[0].name
+
+
+@pytest.mark.slow
+def test_mobilenet_v2(mobilenet, capsys):
+    path, x, y, softmax = mobilenet
+    report = coverage_report(path, "guided_backprop", inputs=x, outputs=y)
+    assert report.covered == {"Relu6": 35}  # 17 blocks x 2 + the last conv
+    assert _uncovered(report) == {"Softmax": (1, [softmax])}
+    # Up to the logits (the Softmax's input), everything is covered.
+    logits = [n for n in frozen.load(path).node if n.name == softmax][0].input[0]
+    assert coverage_report(path, "deeplift", inputs=x, outputs=logits).ok
+    code, out, _ = _main(capsys, "inspect", path, "--method", "deeplift",
+                         "--inputs", x, "--outputs", y)
+    assert code == 1 and "Softmax" in out and "Relu6 35" in out

@@ -1,0 +1,211 @@
+"""The model forms: a tf.compat.v1 Session graph, its frozen .pb and the
+Keras model with the same weights give the same maps; rules reach ops in
+Keras layers and in the function library; TF1 control flow."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from graph_override import attribution, frozen
+from graph_override.attribution import rules
+from graph_override.errors import AttributionError, ConversionError
+
+import methods_nets as nets
+
+# The three forms freeze to different graphs (Keras adds casts and reads,
+# BiasAdd vs Add), run by the same engine: float32 rounding apart.
+RTOL, ATOL = 1e-5, 1e-6
+
+
+@pytest.fixture(scope="module")
+def cnn():
+    return nets.cnn_params(0)
+
+
+@pytest.fixture(scope="module")
+def forms(cnn, tmp_path_factory):
+    """{form: Explainer} of the same CNN."""
+    session, x, logits = nets.cnn_session(cnn)
+    path = tmp_path_factory.mktemp("cnn") / "cnn.pb"
+    with session.graph.as_default():
+        graph_def = tf.compat.v1.graph_util.convert_variables_to_constants(
+            session, session.graph.as_graph_def(), ["logits"])
+    frozen.save(graph_def, str(path))
+    out = {"session": attribution.Explainer(session=session, inputs=x, outputs=logits),
+           "pb": attribution.Explainer(str(path), inputs="x:0", outputs="logits:0"),
+           "keras": attribution.Explainer(nets.cnn_keras_model(cnn)),
+           "tf2 function": attribution.Explainer(
+               tf.function(lambda t: nets.cnn(cnn, t)))}
+    session.close()  # the Explainer froze the weights: the session is no longer needed
+    return out
+
+
+RULE_FREE = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 3, "seed": 1}),
+             ("integrated_gradients", {"steps": 8}), ("grad_cam", {})]
+
+
+@pytest.mark.parametrize("method,options", RULE_FREE, ids=[m for m, _ in RULE_FREE])
+def test_the_forms_give_the_same_maps(forms, method, options):
+    x = nets.images(4, seed=1)
+    results = {form: e.attribute(method, x, **options) for form, e in forms.items()}
+    reference = results.pop("session")
+    assert np.abs(reference.maps).max() > 0
+    for form, result in results.items():
+        np.testing.assert_allclose(result.maps, reference.maps, rtol=RTOL, atol=ATOL,
+                                   err_msg=form)
+        np.testing.assert_array_equal(result.targets, reference.targets)
+        np.testing.assert_allclose(result.outputs, reference.outputs, rtol=RTOL, atol=ATOL)
+
+
+def test_the_session_form_matches_tf_gradients_in_the_session(cnn):
+    session, x, logits = nets.cnn_session(cnn)
+    images = nets.images(3, seed=2)
+    with session.graph.as_default():
+        grads, = tf.compat.v1.gradients(logits[:, 2], x)
+    expected = session.run(grads, {x: images})
+    result = attribution.saliency(None, images, 2, session=session, inputs=x,
+                                  outputs=logits, abs=False)
+    np.testing.assert_allclose(result.maps, expected, rtol=RTOL, atol=ATOL)
+    session.close()
+
+
+def test_an_explainer_compiles_once_per_rule_set(forms):
+    explainer = forms["pb"]
+    x = nets.images(2, seed=3)
+    first = explainer.function(x)
+    explainer.attribute("saliency", x)
+    explainer.attribute("gradient_input", x)
+    assert explainer.function(x) is first
+    with pytest.warns(UserWarning, match=r"the rules Relu=remove change no node of .*cnn\.pb"):
+        assert explainer.function(x, ("Relu=remove",)) is not first
+
+
+def test_a_callable_is_traced_once_per_input_spec():
+    calls = []
+
+    def model(t):
+        calls.append(t.shape)
+        return tf.reduce_sum(t * t, axis=1, keepdims=True)
+
+    explainer = attribution.Explainer(model)
+    for n in (1, 3, 5):
+        result = explainer.attribute("saliency", np.ones((n, 2), "float32"), abs=False)
+        np.testing.assert_array_equal(result.maps, np.full((n, 2), 2.0))
+    assert [s.as_list() for s in calls] == [[None, 2]]
+    explainer.attribute("saliency", np.ones((1, 3), "float32"))
+    assert len(calls) == 2
+
+
+def test_grad_cam_picks_the_last_4d_tensor_and_equals_its_definition(cnn):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        tf.identity(nets.cnn(cnn, x), name="logits")
+    graph_def = g.as_graph_def()
+    from graph_override.attribution import gradcam  # pylint: disable=import-outside-toplevel
+    assert gradcam.last_4d_tensor(graph_def, "x:0", "logits:0") == "features:0"
+    images = nets.images(3, seed=4)
+    result = attribution.grad_cam(graph_def, images, [0, 1, 2], inputs="x", outputs="logits")
+    # the definition, in TF2, on the same weights
+    xt = tf.constant(images)
+    k2 = tf.constant(cnn["k2"])
+    h = tf.nn.max_pool2d(tf.nn.relu(tf.nn.bias_add(
+        tf.nn.conv2d(xt, tf.constant(cnn["k1"]), 1, "SAME"), cnn["c1"])), 2, 2, "VALID")
+    features = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(h, k2, 1, "SAME"), cnn["c2"]))
+    with tf.GradientTape() as tape:
+        tape.watch(features)
+        logits = tf.nn.bias_add(tf.matmul(tf.reshape(features, [-1, 96]), cnn["w"]), cnn["b"])
+        picked = tf.gather(logits, [0, 1, 2], axis=1, batch_dims=1)
+    weights = tf.reduce_mean(tape.gradient(picked, features), axis=[1, 2], keepdims=True)
+    expected = tf.nn.relu(tf.reduce_sum(weights * features, axis=-1)).numpy()
+    assert result.maps.shape == (3, 4, 4)
+    np.testing.assert_allclose(result.maps, expected, rtol=RTOL, atol=ATOL)
+    assert (result.maps == 0).any() and (result.maps > 0).any()  # the ReLU cuts
+    resized = attribution.grad_cam(graph_def, images, [0, 1, 2], inputs="x",
+                                   outputs="logits", layer="features", resize=True)
+    assert resized.maps.shape == (3, 8, 8)
+
+
+def test_grad_cam_refuses_a_layer_it_cannot_use(cnn):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        tf.identity(nets.cnn(cnn, x), name="logits")
+    images = nets.images(1, seed=5)
+    with pytest.raises(AttributionError, match=r"grad_cam\(layer='feature:0'\).*features"):
+        attribution.grad_cam(g.as_graph_def(), images, inputs="x", outputs="logits",
+                             layer="feature")
+    with pytest.raises(AttributionError, match="needs a 4-D"):
+        attribution.grad_cam(g.as_graph_def(), images, inputs="x", outputs="logits",
+                             layer="Reshape:0")
+    dense = nets.dense_graph_def(nets.dense_params([3, 2], 0), None)
+    with pytest.raises(AttributionError, match="has no 4-D tensor"):
+        attribution.grad_cam(dense, np.ones((1, 3), "float32"), inputs="x", outputs="logits")
+
+
+def _v1_loop_session():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
+        w = tf.compat.v1.Variable([[0.5, -1.0], [1.0, 0.25]])
+        _, h = tf.compat.v1.while_loop(
+            lambda i, h: i < 2, lambda i, h: (i + 1, tf.nn.relu(tf.matmul(h, w))),
+            (tf.constant(0), x))
+        session = tf.compat.v1.Session(graph=graph)
+        session.run(tf.compat.v1.global_variables_initializer())
+    return session, x, h
+
+
+def test_a_tf1_while_loop_is_refused_with_the_reason():
+    from tensorflow.python.ops import control_flow_util  # pylint: disable=import-outside-toplevel
+    enabled = control_flow_util.ENABLE_CONTROL_FLOW_V2
+    tf.compat.v1.disable_control_flow_v2()
+    try:
+        session, x, h = _v1_loop_session()
+    finally:
+        if enabled:
+            tf.compat.v1.enable_control_flow_v2()
+    assert "Enter" in {op.type for op in session.graph.get_operations()}
+    with pytest.raises(ConversionError, match=r"^<Session graph>: .*TF1 while loop.*control "
+                       r"flow v2"):
+        attribution.saliency(None, np.ones((1, 2), "float32"), session=session,
+                             inputs=x, outputs=h)
+    session.close()
+
+
+def test_a_tf1_cond_works():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 2], name="x")
+        flag = tf.compat.v1.placeholder_with_default(True, [], name="flag")
+        y = tf.compat.v1.cond(flag, lambda: tf.tanh(x) * 3.0, lambda: x)
+        session = tf.compat.v1.Session(graph=graph)
+    values = np.array([[0.0, 0.5]], "float32")
+    result = attribution.gradient_input(None, values, 1, session=session, inputs=x, outputs=y)
+    np.testing.assert_allclose(result.maps, [[0.0, 0.5 * 3.0 * (1 - np.tanh(0.5) ** 2)]],
+                               rtol=1e-6)
+    session.close()
+
+
+def test_rules_reach_ops_in_keras_layers_and_in_the_function_library():
+    """A nested tf.function is inlined by freezing; a functional While and
+    If keep their bodies in the library, where the rules reach them: guided
+    backprop stops the negative gradient at the Relu inside the loop body."""
+    w = tf.Variable(np.array([[1.0, -1.0], [-0.5, 2.0]], "float32"))
+
+    @tf.function
+    def inner(t):
+        return tf.nn.relu(tf.matmul(t, w))
+
+    def model(t):
+        _, h = tf.while_loop(lambda i, h: i < 1, lambda i, h: (i + 1, inner(h)),
+                             (tf.constant(0), t))
+        return tf.cond(tf.reduce_sum(h) > -1e9, lambda: -h, lambda: h)
+
+    explainer = attribution.Explainer(model)
+    x = np.array([[1.0, 0.25]], "float32")  # x @ w = [0.875, -0.5]: the first unit lives
+    function = explainer.function(x, tuple(rules.rule_strings("guided_backprop")))
+    where = {c.node.split("/")[0] for c in function.patch_report.changes}
+    assert any(name.startswith("while_body") for name in where), where
+    plain = explainer.attribute("saliency", x, target=0, abs=False).maps
+    guided = explainer.attribute("guided_backprop", x, target=0).maps
+    np.testing.assert_allclose(plain, [[-1.0, 0.5]])  # d(-relu(x @ w)[0]) / dx = -w[:, 0]
+    np.testing.assert_array_equal(guided, [[0.0, 0.0]])  # dy = -1 < 0 at the Relu
