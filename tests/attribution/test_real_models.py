@@ -1,0 +1,89 @@
+"""Real frozen models: Keras MobileNetV2 (Relu6, depthwise convolutions,
+inference-mode batch normalization) and ResNet50 (Relu, residual additions,
+a MaxPool), weights=None, frozen with convert_variables_to_constants_v2 as a
+user would. Guided backprop, epsilon-LRP, DeepLIFT and IG through the frozen
+GraphDef and through the Keras model give the same maps, and DeepLIFT's
+attributions sum to f(x) - f(baseline).
+
+The models come from tools/bench_attribution.py (the benchmark explains the
+same MobileNetV2): 32x32 inputs, 10 classes, batch normalization statistics
+calibrated on random inputs so that activations keep their scale (with the
+raw weights=None statistics MobileNetV2's logits are about 1e-11).
+"""
+
+import numpy as np
+import pytest
+
+from graph_override import attribution
+from graph_override.attribution.coverage import coverage_report
+
+pytestmark = pytest.mark.slow  # each model: freezing and one graph per rule set
+
+SIZE = 32
+METHODS = {"guided_backprop": {}, "eps_lrp": {}, "deeplift": {},
+           "integrated_gradients": {"steps": 16}}
+# Both forms freeze the same Keras graph and run it the same way; float
+# rounding is all that may differ.
+RTOL = 1e-5
+
+
+@pytest.fixture(scope="module", params=[("MobileNetV2", {"alpha": 0.35}), ("ResNet50", {})],
+                ids=["mobilenet_v2", "resnet50"])
+def real(request, load_tool):
+    """(name, Keras model's Explainer, frozen .pb's Explainer, graph_def,
+    inputs x: 2 examples, their maps by method for both forms)."""
+    bench = load_tool("bench_attribution")
+    name, kwargs = request.param
+    model = bench.keras_application(name, SIZE, classes=10, **kwargs)
+    graph_def, input_name, output_name = bench.freeze(model, SIZE)
+    x = np.random.RandomState(2).uniform(-1, 1, (2, SIZE, SIZE, 3)).astype(np.float32)
+    keras = attribution.Explainer(model)
+    frozen = attribution.Explainer(graph_def, inputs=input_name, outputs=output_name)
+    maps = {method: (keras.attribute(method, x, None, **options),
+                     frozen.attribute(method, x, None, **options))
+            for method, options in METHODS.items()}
+    return dict(name=name, keras=keras, frozen=frozen, graph_def=graph_def, x=x,
+                input=input_name, output=output_name, maps=maps)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_frozen_pb_and_keras_model_give_the_same_maps(real, method):
+    from_keras, from_pb = real["maps"][method]
+    np.testing.assert_array_equal(from_keras.targets, from_pb.targets)
+    scale = np.abs(from_keras.maps).max()
+    assert scale > 0
+    np.testing.assert_allclose(from_pb.maps, from_keras.maps, rtol=0, atol=RTOL * scale)
+
+
+@pytest.mark.parametrize("method", ["guided_backprop", "eps_lrp", "deeplift"])
+def test_the_rules_reach_the_activations(real, method):
+    """The maps are not the plain gradient's (times the input): the rules
+    patched every activation, Relu6 included."""
+    plain = real["frozen"].attribute("saliency", real["x"], None, abs=False).maps
+    if method != "guided_backprop":
+        plain = plain * real["x"]
+    got = real["maps"][method][1].maps
+    assert np.abs(got - plain).max() > 0.1 * np.abs(plain).max(), method
+    report = coverage_report(real["graph_def"], method, inputs=[real["input"]],
+                             outputs=[real["output"]])
+    assert report.ok, report.format()
+    activation = {"MobileNetV2": "Relu6", "ResNet50": "Relu"}[real["name"]]
+    assert report.covered[activation] == {"MobileNetV2": 35, "ResNet50": 49}[real["name"]]
+
+
+def test_deeplift_sums_to_the_output_difference(real):
+    """Summation to delta: sum of attributions = f(x) - f(0) for the target.
+    MobileNetV2 has no MaxPool: it holds to float rounding. ResNet50's one
+    MaxPool keeps its gradient (as in DeepExplain; Captum and SHAP use a
+    rescale rule there), so it holds only up to what the pool's argmax moves."""
+    result = real["maps"]["deeplift"][1]
+    zero = real["frozen"].attribute("saliency", np.zeros_like(real["x"]), result.targets)
+    rows = np.arange(len(result.targets))
+    difference = (result.outputs[rows, result.targets].astype(np.float64)
+                  - zero.outputs[rows, result.targets])
+    total = result.maps.reshape(len(rows), -1).sum(axis=1, dtype=np.float64)
+    np.testing.assert_allclose(result.delta, total - difference, rtol=1e-6, atol=1e-6)
+    relative = np.abs(result.delta) / np.abs(difference)
+    print("%s: DeepLIFT |delta| / |f(x) - f(0)| = %s" % (real["name"], relative))
+    bound = {"MobileNetV2": 1e-4, "ResNet50": 0.1}[real["name"]]
+    assert relative.max() < bound
