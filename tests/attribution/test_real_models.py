@@ -82,7 +82,10 @@ def test_deeplift_sums_to_the_output_difference(real):
     difference = (result.outputs[rows, result.targets].astype(np.float64)
                   - zero.outputs[rows, result.targets])
     total = result.maps.reshape(len(rows), -1).sum(axis=1, dtype=np.float64)
-    np.testing.assert_allclose(result.delta, total - difference, rtol=1e-6, atol=1e-6)
+    # The library takes f(x) and f(0) from its doubled batch, this test from
+    # batches of their own: float32 rounding of the logits apart.
+    np.testing.assert_allclose(result.delta, total - difference, rtol=0,
+                               atol=1e-5 * np.abs(result.outputs).max())
     relative = np.abs(result.delta) / np.abs(difference)
     print("%s: DeepLIFT |delta| / |f(x) - f(0)| = %s" % (real["name"], relative))
     bound = {"MobileNetV2": 1e-4, "ResNet50": 0.1}[real["name"]]
