@@ -38,7 +38,28 @@ _NAMES = dict(
         "integrated_gradients", "saliency", "smoothgrad")]
     + [("AttributionError", "graph_override.errors")])
 
-__all__ = sorted(_NAMES)
+__all__ = [
+    "Attribution",
+    "AttributionError",
+    "Explainer",
+    "LINEAR_OPS",
+    "METHODS",
+    "MethodSpec",
+    "NONLINEAR_OPS",
+    "RELU_OPS",
+    "attribute",
+    "deconvnet",
+    "deeplift",
+    "eps_lrp",
+    "grad_cam",
+    "gradient_input",
+    "guided_backprop",
+    "integrated_gradients",
+    "method_spec",
+    "rule_strings",
+    "saliency",
+    "smoothgrad",
+]
 
 
 def __getattr__(name):

@@ -15,11 +15,11 @@ weights give the same maps.
 import inspect
 import warnings
 
-import numpy as np
 import tensorflow as tf
 
 from graph_override.attribution import gradcam, methods, models, rules, targets
-from graph_override.errors import AttributionError, GraphOverrideError
+from graph_override.errors import AttributionError, GraphOverrideError, RuleError
+from graph_override.frozen.patching.rules import as_rules
 from graph_override.frozen.tf2.function import FrozenFunction
 
 __all__ = ["Explainer", "attribute"]
@@ -136,7 +136,7 @@ class Explainer:
             per example.
           **options: the method's options (see `graph_override.attribution`:
             abs, baseline, steps, rule, stdev_spread, samples, seed,
-            magnitude, epsilon, layer, resize).
+            magnitude, internal_batch_size, epsilon, layer, resize).
 
         Returns:
           An `Attribution`: ``maps`` (x's shape; Grad-CAM: the layer's
@@ -156,8 +156,14 @@ class Explainer:
             raise AttributionError("%s takes no option %s; its options: %s" % (
                 spec.name, ", ".join(unknown), ", ".join(accepted) or "none"))
         rule_params = {k: options[k] for k in spec.options if k in options}
-        context = _Context(self, models.as_float_input(x), spec,
-                           rules.rule_strings(spec.name, **rule_params))
+        method_rules = rules.rule_strings(spec.name, **rule_params)
+        if rule_params:
+            try:
+                as_rules(method_rules[:1])
+            except RuleError as e:
+                raise AttributionError("%s(%s): %s" % (spec.name, ", ".join(
+                    "%s=%r" % kv for kv in rule_params.items()), e)) from e
+        context = _Context(self, models.as_float_input(x), spec, method_rules)
         return run(context, context.x, target, **options)
 
 
@@ -172,11 +178,30 @@ class _Context:
         input_spec = self.function.specs()[0][0]
         self.input_spec = input_spec
         self.x = models.as_float_input(x, input_spec.dtype)
-        if not input_spec.shape.is_compatible_with(self.x.shape):
+        shape = input_spec.shape
+        if shape.rank is not None and (self.x.ndim != shape.rank or not shape[1:]
+                                       .is_compatible_with(self.x.shape[1:])):
             raise AttributionError(
                 "x has shape %s; the model's input %s takes %s (first dimension the "
-                "examples)%s" % (self.x.shape, self.graph.input, input_spec.shape,
-                                 _fixed_batch_hint(input_spec)))
+                "examples)" % (self.x.shape, self.graph.input, shape))
+        if spec.name == "deeplift":
+            self.check_doubling(self.x.shape[0])
+        elif not shape.is_compatible_with(self.x.shape):
+            raise AttributionError(
+                "x has %d examples; the model's input %s has a fixed batch dimension of "
+                "%d: pass batches of that size, or re-export the model with a batch "
+                "dimension of None" % (self.x.shape[0], self.graph.input, shape[0]))
+
+    def resolve(self, target, x):
+        """The target for the batch `x` (see `targets.resolve`), checked
+        against the output's static shape (or its shape for x, where the graph
+        does not say)."""
+        shape = self.function.specs()[1][0].shape
+        if shape.rank is None or None in shape.as_list()[1:]:
+            dims = self.outputs(x).shape
+        else:
+            dims = (x.shape[0],) + tuple(shape.as_list()[1:])
+        return targets.resolve(target, dims, x.shape[0])
 
     def outputs(self, x):
         """The model's output for the batch `x` (ndarray)."""
@@ -204,16 +229,10 @@ class _Context:
             raise AttributionError(
                 "%s: %s runs the inputs and their baselines in one batch of 2 x %d, but "
                 "the input %s has a fixed batch dimension of %d. Re-export the model with "
-                "a batch dimension of None (placeholder shape [None, ...]), or pass %s "
-                "examples" % (self.graph.source, self.spec.name, n, self.graph.input, size,
-                              "%d" % (size // 2) if size % 2 == 0 else "no"))
-
-
-def _fixed_batch_hint(input_spec):
-    if input_spec.shape.rank and input_spec.shape[0] is not None:
-        return ("; its batch dimension is fixed at %d: pass batches of that size, or "
-                "re-export the model with a batch dimension of None" % input_spec.shape[0])
-    return ""
+                "a batch dimension of None (placeholder shape [None, ...])%s" % (
+                    self.graph.source, self.spec.name, n, self.graph.input, size,
+                    ", or pass batches of %d examples" % (size // 2) if size % 2 == 0
+                    else ""))
 
 
 def attribute(model, method, x, target=None, *, inputs=None, outputs=None, session=None,

@@ -38,26 +38,30 @@ def gradient_input(model, x, target=None, *, inputs=None, outputs=None, session=
 
 
 def integrated_gradients(model, x, target=None, *, inputs=None, outputs=None, session=None,
-                         baseline=None, steps=50, rule="riemann_trapezoid"):
+                         baseline=None, steps=50, rule="riemann_trapezoid",
+                         internal_batch_size=None):
     """Integrated Gradients (Sundararajan et al., 2017) from `baseline`
     (zeros; a number; one example's shape; x's shape) with `steps` points of
     `rule` (riemann_left, riemann_right, riemann_middle, riemann_trapezoid);
     ``.delta`` is the completeness gap per example, which falls as `steps`
-    grows."""
+    grows. `internal_batch_size` rows go through the model per call (None:
+    one step of the batch per call; Captum's name)."""
     return attribute(model, "integrated_gradients", x, target, inputs=inputs,
                      outputs=outputs, session=session, baseline=baseline, steps=steps,
-                     rule=rule)
+                     rule=rule, internal_batch_size=internal_batch_size)
 
 
 def smoothgrad(model, x, target=None, *, inputs=None, outputs=None, session=None,
-               stdev_spread=0.15, samples=50, seed=None, magnitude=False):
+               stdev_spread=0.15, samples=50, seed=None, magnitude=False,
+               internal_batch_size=None):
     """SmoothGrad (Smilkov et al., 2017): the gradient averaged over `samples`
     copies of x with Gaussian noise of standard deviation `stdev_spread`
     times each example's value range; `seed` makes it repeatable;
-    ``magnitude=True`` averages the squared gradient."""
+    ``magnitude=True`` averages the squared gradient; `internal_batch_size`
+    as in `integrated_gradients`."""
     return attribute(model, "smoothgrad", x, target, inputs=inputs, outputs=outputs,
                      session=session, stdev_spread=stdev_spread, samples=samples,
-                     seed=seed, magnitude=magnitude)
+                     seed=seed, magnitude=magnitude, internal_batch_size=internal_batch_size)
 
 
 def guided_backprop(model, x, target=None, *, inputs=None, outputs=None, session=None):

@@ -96,12 +96,16 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
         raise AttributionError("grad_cam(layer=%r): the layer has shape %s; Grad-CAM needs a "
                                "4-D (batch, height, width, channels) tensor" % (
                                    layer, activations.shape))
-    outputs = head(xt, activations).numpy()
-    target = target_lib.resolve(target, outputs)
+    shape = head.specs()[1][0].shape
+    target = target_lib.resolve(target, tuple(shape.as_list()) if shape.rank is not None and None
+                                not in shape.as_list()[1:] else head(xt, activations).shape,
+                                x.shape[0])
     with tf.GradientTape() as tape:
         tape.watch(activations)
-        scalars = target_lib.select(head(xt, activations), target)
+        outputs = head(xt, activations)
+        scalars = target_lib.select(outputs, target)
     grads = tape.gradient(scalars, activations)
+    outputs = outputs.numpy()
     weights = tf.reduce_mean(grads, axis=[1, 2], keepdims=True)
     cam = tf.nn.relu(tf.reduce_sum(weights * activations, axis=-1))
     if resize:
@@ -111,5 +115,5 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
         cam = tf.image.resize(cam[..., None], x.shape[1:3], method="bilinear")[..., 0]
     return methods.Attribution(maps=np.asarray(cam.numpy(), dtype=x.dtype),
                                method=context.spec.name,
-                               targets=None if callable(target) else target,
+                               targets=target_lib.explained(outputs, target),
                                outputs=outputs)

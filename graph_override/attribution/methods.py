@@ -61,43 +61,41 @@ class Attribution:
         return self.maps if dtype is None else self.maps.astype(dtype)
 
 
-def _target_values(outputs, target):
-    """f at the target, one value per example, from output arrays."""
-    if target is None:
-        return outputs.reshape(outputs.shape[0])
-    if callable(target):
-        return np.asarray(target_lib.select(outputs, target))
-    return outputs.reshape(outputs.shape[0], -1)[np.arange(outputs.shape[0]), target]
-
-
-def _resolved(context, x, target):
-    outputs = context.outputs(x)
-    return outputs, target_lib.resolve(target, outputs)
-
-
-def _result(context, maps, target, outputs, delta=None):
+def _result(context, maps, outputs, target, delta=None):
     return Attribution(maps=maps, method=context.spec.name,
-                       targets=None if callable(target) else target,
-                       outputs=outputs, delta=delta)
+                       targets=target_lib.explained(outputs, target), outputs=outputs,
+                       delta=delta)
+
+
+def _fixed(context, x, target):
+    """(outputs for x, the target with the argmax made concrete): for the
+    methods that differentiate at other points than x (IG, SmoothGrad)."""
+    target = context.resolve(target, x)
+    outputs = context.outputs(x)
+    if isinstance(target, str):
+        target = np.argmax(outputs, axis=1)
+    return outputs, target
 
 
 def saliency(context, x, target, *, abs=True):  # pylint: disable=redefined-builtin
     """The gradient of the target; its absolute value with ``abs=True``."""
-    outputs, target = _resolved(context, x, target)
-    _, _, grads = context.gradient(x, target)
-    return _result(context, np.abs(grads) if abs else grads, target, outputs)
+    target = context.resolve(target, x)
+    outputs, _, grads = context.gradient(x, target)
+    return _result(context, np.abs(grads) if abs else grads, outputs, target)
 
 
 def gradient_input(context, x, target):
     """Gradient times input."""
-    outputs, target = _resolved(context, x, target)
-    return _result(context, context.gradient(x, target)[2] * x, target, outputs)
+    target = context.resolve(target, x)
+    outputs, _, grads = context.gradient(x, target)
+    return _result(context, grads * x, outputs, target)
 
 
 def modified_gradient(context, x, target):
     """The gradient under the method's rules (guided backprop, deconvnet)."""
-    outputs, target = _resolved(context, x, target)
-    return _result(context, context.gradient(x, target)[2], target, outputs)
+    target = context.resolve(target, x)
+    outputs, _, grads = context.gradient(x, target)
+    return _result(context, grads, outputs, target)
 
 
 def eps_lrp(context, x, target, *, epsilon=1e-4):  # pylint: disable=unused-argument
@@ -123,60 +121,86 @@ def riemann(rule, steps):
     return (k + offset) / steps, np.full(steps, 1.0 / steps)
 
 
+def _weighted_gradients(context, inputs, weights, target, internal_batch_size, square=False):
+    """sum_k weights[k] * g(inputs(k)) (of g^2 with `square`), in float64;
+    `internal_batch_size` rows per model call (several k at once) where the
+    model's batch dimension is free, else one k per call."""
+    n = context.x.shape[0]
+    per_call = 1
+    if internal_batch_size is not None:
+        if (not isinstance(internal_batch_size, (int, np.integer))
+                or isinstance(internal_batch_size, bool) or internal_batch_size < 1):
+            raise AttributionError("internal_batch_size=%r: expected an int >= 1 (rows per "
+                                   "model call) or None" % (internal_batch_size,))
+        shape = context.input_spec.shape
+        if not shape.rank or shape[0] is None:
+            per_call = max(1, internal_batch_size // n)
+    total = np.zeros(context.x.shape, np.float64)
+    for start in range(0, len(weights), per_call):
+        ks = range(start, min(start + per_call, len(weights)))
+        rows = np.concatenate([inputs(k) for k in ks])
+        tiled = np.tile(target, len(ks)) if isinstance(target, np.ndarray) else target
+        grads = context.gradient(rows, tiled)[2].astype(np.float64)
+        for k, g in zip(ks, np.split(grads, len(ks))):
+            total += weights[k] * (g * g if square else g)
+    return total
+
+
 def integrated_gradients(context, x, target, *, baseline=None, steps=50,
-                         rule="riemann_trapezoid"):
+                         rule="riemann_trapezoid", internal_batch_size=None):
     """Integrated Gradients from `baseline` (zeros by default) in `steps`
-    points of the Riemann `rule`; ``delta`` is the completeness gap."""
+    points of the Riemann `rule`; ``delta`` is the completeness gap.
+    `internal_batch_size`: rows per model call (None: one step per call)."""
     points, weights = riemann(rule, steps)
     baseline = target_lib.baseline_for(baseline, x)
-    outputs, target = _resolved(context, x, target)
-    total = np.zeros(x.shape, np.float64)
-    for alpha, weight in zip(points, weights):
-        path = (baseline + alpha * (x - baseline)).astype(x.dtype)
-        total += weight * context.gradient(path, target)[2]
+    outputs, target = _fixed(context, x, target)
+    total = _weighted_gradients(
+        context, lambda k: (baseline + points[k] * (x - baseline)).astype(x.dtype), weights,
+        target, internal_batch_size)
     maps = ((x - baseline) * total).astype(x.dtype)
     delta = _completeness(context, maps, outputs, baseline, target)
-    return _result(context, maps, target, outputs, delta)
+    return _result(context, maps, outputs, target, delta)
 
 
 def _completeness(context, maps, outputs, baseline, target):
-    ref = _target_values(context.outputs(baseline), target)
+    ref = target_lib.values(context.outputs(baseline), target)
     return maps.reshape(maps.shape[0], -1).sum(axis=1, dtype=np.float64) - (
-        _target_values(outputs, target).astype(np.float64) - ref)
+        target_lib.values(outputs, target).astype(np.float64) - ref)
 
 
 def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
-               magnitude=False):
+               magnitude=False, internal_batch_size=None):
     """SmoothGrad: the gradient averaged over `samples` noisy copies of x,
     the noise's standard deviation `stdev_spread` times each example's value
-    range (PAIR saliency's convention)."""
+    range (PAIR saliency's convention). `internal_batch_size`: rows per
+    model call (None: one sample per call); the noise is the same either way."""
     if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 1:
         raise AttributionError("samples=%r: expected an int >= 1" % (samples,))
     if not stdev_spread >= 0:
         raise AttributionError("stdev_spread=%r: expected a number >= 0" % (stdev_spread,))
-    outputs, target = _resolved(context, x, target)
+    outputs, target = _fixed(context, x, target)
     flat = x.reshape(x.shape[0], -1)
     sigma = (stdev_spread * (flat.max(axis=1) - flat.min(axis=1))).reshape(
         (-1,) + (1,) * (x.ndim - 1))
     rng = np.random.default_rng(seed)
-    total = np.zeros(x.shape, np.float64)
-    for _ in range(samples):
-        noisy = (x + rng.normal(size=x.shape) * sigma).astype(x.dtype)
-        grads = context.gradient(noisy, target)[2].astype(np.float64)
-        total += grads * grads if magnitude else grads
-    return _result(context, (total / samples).astype(x.dtype), target, outputs)
+    noise = (rng.normal(size=x.shape) for _ in range(samples))  # drawn in order k
+    total = _weighted_gradients(
+        context, lambda k: (x + next(noise) * sigma).astype(x.dtype),
+        np.full(samples, 1.0 / samples), target, internal_batch_size, square=magnitude)
+    return _result(context, total.astype(x.dtype), outputs, target)
 
 
 def deeplift(context, x, target, *, baseline=None):
     """DeepLIFT (rescale): inputs and baselines in one batch, the target on
     the inputs' half, maps (x - b) times the inputs' half of the gradient."""
     n = x.shape[0]
-    context.check_doubling(n)
     baseline = target_lib.baseline_for(baseline, x)
-    outputs, target = _resolved(context, x, target)
+    target = context.resolve(target, x)
     both, _, grads = context.gradient(np.concatenate([x, baseline]), target, first=n)
+    outputs = both[:n]
     maps = ((x - baseline) * grads[:n]).astype(x.dtype)
+    concrete = np.argmax(outputs, axis=1) if isinstance(target, str) else target
     delta = maps.reshape(n, -1).sum(axis=1, dtype=np.float64) - (
-        _target_values(both[:n], target).astype(np.float64)
-        - _target_values(both[n:], target))
-    return _result(context, maps, target, outputs, delta)
+        target_lib.values(outputs, concrete).astype(np.float64)
+        - target_lib.values(both[n:], concrete))
+    return _result(context, maps, outputs, target, delta)

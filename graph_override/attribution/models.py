@@ -18,7 +18,6 @@ import os
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import graph_pb2
 
 from graph_override import _compat
 from graph_override.errors import AttributionError
@@ -38,7 +37,7 @@ class ModelGraph:
         "<Session graph>", the callable's name).
     """
 
-    graph_def: graph_pb2.GraphDef
+    graph_def: tf.compat.v1.GraphDef
     input: str
     output: str
     source: str
@@ -71,13 +70,13 @@ def _tensor_name(value, what):
 
 def is_graph_model(model):
     """True for a GraphDef or a path to one."""
-    return (isinstance(model, (graph_pb2.GraphDef, str, bytes))
+    return (isinstance(model, (tf.compat.v1.GraphDef, str, bytes))
             or hasattr(model, "__fspath__"))
 
 
 def from_graph_def(model, inputs, outputs):
     """A frozen GraphDef (message or path) and its tensor names."""
-    if isinstance(model, graph_pb2.GraphDef):
+    if isinstance(model, tf.compat.v1.GraphDef):
         graph_def, source = model, "<GraphDef>"
     else:
         graph_def, source = load(model), os.fsdecode(model)

@@ -13,43 +13,49 @@ import tensorflow as tf
 
 from graph_override.errors import AttributionError
 
-__all__ = ["baseline_for", "resolve", "select"]
+__all__ = ["ARGMAX", "baseline_for", "explained", "resolve", "select", "values"]
 
 
-def _class_count(output, what):
-    if output.ndim != 2:
+ARGMAX = "argmax"  # the target of each example is the argmax of its output
+
+
+def _class_count(shape, what):
+    if len(shape) != 2:
         raise AttributionError(
             "%s: the model's output has shape %s, not (examples, classes); give "
             "target= a callable of the output tensor that returns one scalar per "
-            "example, e.g. target=lambda y: y[:, 0, 3]" % (what, tuple(output.shape)))
-    return output.shape[1]
+            "example, e.g. target=lambda y: y[:, 0, 3]" % (what, tuple(shape)))
+    return shape[1]
 
 
-def resolve(target, output):
-    """The target as an int array (one class per example), or the callable.
+def resolve(target, shape, n):
+    """The target as `ARGMAX`, an int array (one class per example), the
+    callable, or None (the output is one scalar per example).
 
     Args:
       target: None (the argmax of each example's output; the output itself
         when it is one scalar per example), an int class for every example,
         an int array with one class per example, or a callable of the
         output tensor returning one scalar per example.
-      output: the model's output for the examples (ndarray).
+      shape: the model's output shape (a tuple; the first dimension may be
+        None), with the number of classes known.
+      n: the number of examples.
 
     Raises:
       AttributionError: a class out of range, an array of the wrong length,
         a target that is none of these.
     """
-    n = output.shape[0]
     if callable(target):
         return target
     if target is None:
-        if output.ndim == 1:
+        if len(shape) == 1:
             return None
-        return np.argmax(output.reshape(n, _class_count(output, "target=None")), axis=1)
-    if isinstance(target, (bool, np.bool_)) or isinstance(target, float):
+        _class_count(shape, "target=None")
+        return ARGMAX
+    if isinstance(target, (bool, np.bool_, float, np.floating, str)):
         raise AttributionError("target=%r: expected a class index (int), one per example, "
                                "or a callable of the output" % (target,))
-    classes = _class_count(output, "target=%r" % (target,))
+    classes = _class_count(shape, "target=%r" % (target,))
     if isinstance(target, numbers.Integral):
         indices = np.full(n, int(target))
     else:
@@ -57,8 +63,8 @@ def resolve(target, output):
         if indices.dtype.kind not in "iu" or indices.shape != (n,):
             raise AttributionError(
                 "target: expected an int class index or an int array of shape (%d,), "
-                "one class per example; got %s of dtype %s" % (
-                    n, "shape %s" % (indices.shape,), indices.dtype))
+                "one class per example; got shape %s of dtype %s" % (
+                    n, indices.shape, indices.dtype))
     bad = (indices < 0) | (indices >= classes)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -70,7 +76,6 @@ def resolve(target, output):
 
 def select(output, target):
     """One scalar per example out of the output tensor `output`."""
-    n = tf.shape(output)[0]
     if target is None:
         return output
     if callable(target):
@@ -83,8 +88,26 @@ def select(output, target):
                 "must return one scalar per example, shape (%s,)" % (
                     scalars.shape, output.shape, output.shape[0]))
         return scalars
-    flat = tf.reshape(output, [n, -1])
-    return tf.gather(flat, tf.constant(target), axis=1, batch_dims=1)
+    if isinstance(target, str):  # ARGMAX: the index is a constant of the gradient
+        target = tf.argmax(output, axis=1)
+    return tf.gather(output, target, axis=1, batch_dims=1)
+
+
+def values(outputs, target):
+    """The outputs (ndarray) at the target (not ARGMAX), one per example."""
+    n = outputs.shape[0]
+    if target is None:
+        return outputs.reshape(n)
+    if callable(target):
+        return np.asarray(select(tf.constant(outputs), target))
+    return outputs[np.arange(n), target]
+
+
+def explained(outputs, target):
+    """What `Attribution.targets` reports: the class per example, or None."""
+    if isinstance(target, str):
+        return np.argmax(outputs, axis=1)
+    return None if target is None or callable(target) else target
 
 
 def baseline_for(baseline, x, what="baseline"):

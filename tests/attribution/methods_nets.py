@@ -99,6 +99,19 @@ def cnn_keras_model(p):
     return model
 
 
+def dense_keras_model(params, activation):
+    """The dense net as a Keras Sequential model (activations inside the
+    Dense layers)."""
+    keras = keras_module()
+    layers = [keras.Input((params[0][0].shape[0],))]
+    for i, (w, _) in enumerate(params):
+        layers.append(keras.layers.Dense(w.shape[1], activation=activation
+                                         if i < len(params) - 1 else None))
+    model = keras.Sequential(layers)
+    model.set_weights([a for pair in params for a in pair])
+    return model
+
+
 def images(n, seed):
     """n 8x8x1 float32 images with exact zeros in them."""
     x = np.random.RandomState(seed).uniform(-1, 1, (n, 8, 8, 1)).astype("float32")

@@ -40,11 +40,16 @@ def forms(cnn, tmp_path_factory):
     return out
 
 
-RULE_FREE = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 3, "seed": 1}),
-             ("integrated_gradients", {"steps": 8}), ("grad_cam", {})]
+METHODS = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 3, "seed": 1}),
+           ("integrated_gradients", {"steps": 8}), ("grad_cam", {}), ("guided_backprop", {}),
+           ("deconvnet", {}), ("eps_lrp", {"epsilon": 0.01}), ("deeplift", {"baseline": 0.1})]
 
 
-@pytest.mark.parametrize("method,options", RULE_FREE, ids=[m for m, _ in RULE_FREE])
+def test_every_method_is_compared_across_the_forms():
+    assert sorted(m for m, _ in METHODS) == sorted(rules.METHODS)
+
+
+@pytest.mark.parametrize("method,options", METHODS, ids=[m for m, _ in METHODS])
 def test_the_forms_give_the_same_maps(forms, method, options):
     x = nets.images(4, seed=1)
     results = {form: e.attribute(method, x, **options) for form, e in forms.items()}

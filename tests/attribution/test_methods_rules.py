@@ -40,3 +40,12 @@ def test_unknown_method_suggests_the_nearest():
 def test_unknown_rule_parameter_is_refused():
     with pytest.raises(AttributionError, match="takes no rule parameter epsilon; it takes none"):
         rules.rule_strings("deeplift", epsilon=0.1)
+
+
+def test_the_package_exports_each_public_name_lazily():
+    import graph_override.attribution as attribution  # pylint: disable=import-outside-toplevel
+    assert sorted(attribution.__all__) == sorted(attribution._NAMES)  # pylint: disable=protected-access
+    for name in attribution.__all__:
+        assert getattr(attribution, name) is not None
+    with pytest.raises(AttributeError, match="no attribute 'salency'"):
+        attribution.salency  # noqa: B018  pylint: disable=pointless-statement
