@@ -45,7 +45,7 @@ def _example(name, family, doc):
             "    >>> import tensorflow as tf",
             "    >>> from graph_override import overrides",
             "    >>> with tf.Graph().as_default():",
-            "    ...     x = tf.constant([-1.5, 0.0, 1.5])",
+            "    ...     x = tf.constant(%s)" % doc.x,
             "    ...     y = %s" % call,
             "    ...     dx, = tf.gradients(y, x)",
             "    ...     with tf.compat.v1.Session() as sess:",
@@ -55,7 +55,7 @@ def _example(name, family, doc):
         lines += [
             "    >>> import tensorflow as tf",
             "    >>> from graph_override import %s" % family,
-            "    >>> x = tf.constant([-1.5, 0.0, 1.5])",
+            "    >>> x = tf.constant(%s)" % doc.x,
             "    >>> with tf.GradientTape() as tape:",
             "    ...     tape.watch(x)",
             "    ...     y = %s" % call,

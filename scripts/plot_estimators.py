@@ -38,13 +38,17 @@ DEFAULT_OUT = ROOT / "docs" / "estimators.png"
 # The setting drawn for each estimator, from its record: the parameters of
 # its docstring example, or a plot setting where those are too small to see
 # at this scale (ste_tern's threshold 0.05).
+# The attribution rules (records with op_types: guided_relu, eps_lrp, ...)
+# are gradients of activations that read the op and, for deeplift_rescale, a
+# batch of [inputs; references]: they are not drawn here.
 SETTINGS = collections.OrderedDict(
     (name, spec.doc.example if spec.doc.plot is None else spec.doc.plot)
-    for name, spec in estimators.ESTIMATORS.items())
+    for name, spec in estimators.ESTIMATORS.items() if spec.op_types is None)
 
 # Estimators whose gradient depends on dy, not only on x (not linear in dy):
 # their gradient is drawn against the upstream gradient dy.
-DY_AXIS = tuple(name for name, spec in estimators.ESTIMATORS.items() if not spec.linear)
+DY_AXIS = tuple(name for name, spec in estimators.ESTIMATORS.items()
+                if not spec.linear and name in SETTINGS)
 
 Curve = collections.namedtuple("Curve", ["name", "params", "x", "forward",
                                          "gradient_axis", "gradient"])

@@ -9,6 +9,7 @@ functions take them as keywords (the forward they build); a gradient
 function registered by name reads them from the op (`op_params`).
 """
 
+import numpy as np
 import tensorflow as tf
 
 from graph_override.errors import RuleError
@@ -78,19 +79,20 @@ def op_params(estimator, op_types, params, op):
 def derivative(op_type, x, y, alpha):
     """f'(x) of the activation, from x and y as TensorFlow's own gradient
     of that op computes it (ReluGrad, EluGrad, SeluGrad read y; Relu6 is 0 at
-    0 and at 6; LeakyRelu is alpha at x <= 0)."""
+    0 and at 6; LeakyRelu is alpha at x <= 0; Selu is its scale at 0)."""
     one = const(1.0, x)
     if op_type == "Relu":
         return mask(y > const(0.0, y), x)
     if op_type == "Relu6":
         return mask(tf.logical_and(y > const(0.0, y), y < const(6.0, y)), x)
-    if op_type == "LeakyRelu":
-        return tf.where(x > const(0.0, x), tf.ones_like(x), tf.fill(tf.shape(x), const(alpha, x)))
-    if op_type == "Elu":
-        return tf.where(y > const(0.0, y), tf.ones_like(y), y + one)
+    if op_type == "LeakyRelu":  # alpha is a float32 attr, also on a float64 op
+        slope = const(float(np.float32(alpha)), x)
+        return tf.where(x > const(0.0, x), tf.ones_like(x), tf.fill(tf.shape(x), slope))
+    if op_type == "Elu":  # EluGrad and SeluGrad: the y < 0 branch below 0 only
+        return tf.where(y < const(0.0, y), y + one, tf.ones_like(y))
     if op_type == "Selu":
-        return tf.where(y > const(0.0, y), tf.fill(tf.shape(y), const(SELU_SCALE, y)),
-                        y + const(SELU_SCALE * SELU_ALPHA, y))
+        return tf.where(y < const(0.0, y), y + const(SELU_SCALE * SELU_ALPHA, y),
+                        tf.fill(tf.shape(y), const(SELU_SCALE, y)))
     if op_type == "Sigmoid":
         return y * (one - y)
     if op_type == "Tanh":

@@ -265,8 +265,8 @@ define(
                   "            the quotient is not finite (x = +-inf)"),
         row=("Relu, Relu6, LeakyRelu, Elu, Selu, Sigmoid, Tanh or Softplus (activation=)",
              "dy * y / (x + epsilon * s(x)), s(x) = +1 where x >= 0 else -1"),
-        example={"activation": "Tanh"}, values="[-0.90514827  0.          0.90514827]",
-        grads="[0.6033829 0.        0.6033829]",
+        example={"activation": "Tanh"}, values="[-0.9051483  0.         0.9051483]",
+        grads="[0.603392 0.       0.603392]",
         paper="Bach et al., PLOS ONE 10(7), 2015; Ancona et al., Towards Better "
               "Understanding of Gradient-based Attribution Methods, ICLR 2018."))
 
@@ -292,7 +292,7 @@ define(
              "dy * concat([m, m]), m = (f(x) - f(r)) / (x - r) where abs(x - r) >= "
              "threshold, else f'(x)"),
         example={"activation": "Tanh"}, x="[1.5, -1.0, 0.0, 0.0]",
-        values="[ 0.90514827 -0.7615942   0.          0.        ]",
-        grads="[0.6034322 0.7615942 0.6034322 0.7615942]",
+        values="[ 0.9051483 -0.7615942  0.         0.       ]",
+        grads="[0.60343224 0.7615942  0.60343224 0.7615942 ]",
         paper="Shrikumar et al., Learning Important Features Through Propagating "
               "Activation Differences, ICML 2017."))

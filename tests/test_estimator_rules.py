@@ -1,0 +1,389 @@
+"""The attribution rules of the estimator table (guided_relu, deconv_relu,
+eps_lrp, deeplift_rescale): numpy references for every covered op type and
+both float widths, exact zeros and ties, the three families against each
+other, the built-in names, and the refusals."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graph_override as go
+from graph_override import (builtin_names, estimators, frozen, overrides, registry, stopgrad,
+                            testing, tf2)
+from graph_override.errors import RuleError
+from graph_override.estimators import rules
+
+SELU_SCALE, SELU_ALPHA = rules.SELU_SCALE, rules.SELU_ALPHA
+ALPHA = 0.3  # LeakyRelu's slope in these tests (TensorFlow's default is 0.2)
+
+# A batch of 2N = 8 rows: inputs, then references. Per column pair the
+# differences x - r are 0 (three ties, one at 0 vs -0), +-0.25 (exactly the
+# threshold used below), 0.125 (below it) and larger ones; Relu6 meets 6.
+INPUTS = [[-3.0, -1.0], [-0.5, 0.0], [0.25, 0.5], [1.0, 6.0]]
+REFERENCES = [[-3.0, -0.75], [-0.0, 0.0], [0.0, 0.625], [1.0, 5.0]]
+X = np.array(INPUTS + REFERENCES)
+DY = np.array([[0.5, -1.0], [0.0, 2.0], [-0.0, 1.5], [3.0, -2.0],
+               [1.0, 0.0], [-1.0, 0.25], [2.0, -0.5], [0.0, 1.0]])
+THRESHOLD = 0.25
+
+DTYPES = [np.float32, np.float64]
+CASES = [(rule, op) for rule in ("guided_relu", "deconv_relu") for op in rules.RELUS] + [
+    (rule, op) for rule in ("eps_lrp", "deeplift_rescale") for op in rules.ACTIVATIONS]
+PARAMS = {"guided_relu": {}, "deconv_relu": {}, "eps_lrp": {"epsilon": 0.01},
+          "deeplift_rescale": {"threshold": THRESHOLD}}
+
+
+# ------------------------------------------------------------ numpy references
+
+def np_forward(op, x):
+    return {
+        "Relu": lambda: np.maximum(x, 0),
+        "Relu6": lambda: np.minimum(np.maximum(x, 0), 6),
+        "LeakyRelu": lambda: np.where(x > 0, x, x.dtype.type(np.float32(ALPHA)) * x),
+        "Elu": lambda: np.where(x > 0, x, np.expm1(x)),
+        "Selu": lambda: np.where(x > 0, SELU_SCALE * x, SELU_SCALE * SELU_ALPHA * np.expm1(x)),
+        "Sigmoid": lambda: 1 / (1 + np.exp(-x)),
+        "Tanh": lambda: np.tanh(x),
+        "Softplus": lambda: np.log1p(np.exp(x)),
+    }[op]().astype(x.dtype)
+
+
+def np_derivative(op, x, y):
+    """TensorFlow's own gradient of each op, written out."""
+    one = np.ones_like(x)
+    return {
+        "Relu": lambda: (y > 0) * one,
+        "Relu6": lambda: ((y > 0) & (y < 6)) * one,
+        # alpha is a float32 attr, also on a float64 op
+        "LeakyRelu": lambda: np.where(x > 0, one, x.dtype.type(np.float32(ALPHA))),
+        "Elu": lambda: np.where(y < 0, y + 1, one),
+        "Selu": lambda: np.where(y < 0, y + x.dtype.type(SELU_SCALE * SELU_ALPHA),
+                                 x.dtype.type(SELU_SCALE)),
+        "Sigmoid": lambda: y * (1 - y),
+        "Tanh": lambda: 1 - y * y,
+        "Softplus": lambda: 1 / (1 + np.exp(-x)),
+    }[op]()
+
+
+def np_rule(rule, op, x, y, dy, params):
+    """dx of `rule` on op `op` with input x, output y (TensorFlow's own, so
+    that only the rule is compared) and upstream dy."""
+    t = x.dtype.type
+    if rule == "guided_relu":
+        return np.where(dy > 0, dy * np_derivative(op, x, y), t(0))
+    if rule == "deconv_relu":
+        return np.where(dy > 0, dy, t(0))
+    if rule == "eps_lrp":
+        with np.errstate(all="ignore"):
+            g = y / (x + t(params["epsilon"]) * np.where(x >= 0, t(1), t(-1)))
+        return dy * np.where(np.isfinite(g), g, t(0))
+    n = x.shape[0] // 2
+    dx_, dy_ = x[:n] - x[n:], y[:n] - y[n:]
+    big = (np.abs(dx_) >= t(params.get("threshold", 1e-10))) & (dx_ != 0)
+    with np.errstate(all="ignore"):
+        m = np.where(big, dy_ / np.where(big, dx_, t(1)), np_derivative(op, x[:n], y[:n]))
+    m = np.where(np.isfinite(m), m, t(0))
+    return dy * np.concatenate([m, m])
+
+
+def _family_fn(family, rule, op, params):
+    kwargs = dict(params, activation=op)
+    if op == "LeakyRelu":
+        kwargs["alpha"] = ALPHA
+    return lambda t: getattr(family, rule)(t, **kwargs)
+
+
+RUNS = [(tf2, "eager"), (tf2, "function"), (stopgrad, "eager"), (stopgrad, "graph"),
+        (overrides, "graph")]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("rule,op", CASES, ids=["%s-%s" % c for c in CASES])
+def test_every_rule_on_every_op_type_equals_numpy_in_every_family(rule, op, dtype):
+    x, dy = X.astype(dtype), DY.astype(dtype)
+    params = PARAMS[rule]
+    oracle = testing.evaluate(_family_fn(tf2, rule, op, params), x, "eager", upstream=dy)
+    y = oracle.outputs
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y, np_forward(op, x), rtol=4e-7 if dtype == np.float32
+                               else 1e-15, atol=1e-7 if dtype == np.float32 else 1e-15)
+    want = np_rule(rule, op, x, y, dy, params)
+    # One rounding apart at most: the same formula, numpy's order of operations.
+    np.testing.assert_allclose(oracle.gradients[0], want, rtol=2e-7 if dtype == np.float32
+                               else 1e-15, atol=0, err_msg="%s on %s" % (rule, op))
+    for family, mode in RUNS:
+        r = testing.evaluate(_family_fn(family, rule, op, params), x, mode, upstream=dy)
+        np.testing.assert_array_equal(r.outputs, y, err_msg="%s %s" % (family.__name__, mode))
+        # The families compute the same product dy * g: equal bit for bit.
+        np.testing.assert_array_equal(r.gradients[0], oracle.gradients[0],
+                                      err_msg="%s %s" % (family.__name__, mode))
+
+
+def test_the_cases_hold_the_ties_and_boundaries():
+    """The inputs above hold what the rules must get right: exact zeros and
+    -0, dy == 0 and -0, y == 0, x == r, |x - r| exactly at the threshold and
+    just below it, and Relu6 at 6."""
+    n = len(INPUTS)
+    delta = np.abs(X[:n] - X[n:])
+    assert (delta == 0).sum() == 3 and (delta == THRESHOLD).sum() == 2
+    assert ((delta > 0) & (delta < THRESHOLD)).sum() == 1
+    assert 6.0 in X and 0.0 in X and np.signbit(X[n + 1, 0]) and (DY == 0).sum() == 4
+
+
+def test_guided_and_deconv_at_the_ties():
+    x = np.array([-1.0, 0.0, 0.0, 2.0, 2.0, 6.0, 6.0, -1.0], np.float32)
+    dy = np.array([1.0, 1.0, -1.0, 0.0, -2.0, 1.0, 3.0, -1.0], np.float32)
+    run = lambda rule, op: testing.evaluate(  # noqa: E731
+        lambda t: getattr(tf2, rule)(t, activation=op, alpha=ALPHA), x, "eager",
+        upstream=dy).gradients[0]
+    np.testing.assert_array_equal(run("guided_relu", "Relu"), [0, 0, 0, 0, 0, 1, 3, 0])
+    np.testing.assert_array_equal(run("guided_relu", "Relu6"), [0, 0, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(run("guided_relu", "LeakyRelu"),
+                                  np.float32([ALPHA, ALPHA, 0, 0, 0, 1, 3, 0]))
+    for op in rules.RELUS:
+        got = run("deconv_relu", op)
+        np.testing.assert_array_equal(got, [1, 1, 0, 0, 0, 1, 3, 0])
+        assert not np.signbit(got).any(), op  # +0 where dy <= 0, never -0
+
+
+def test_eps_lrp_at_zero_and_at_infinity():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, 1.0], np.float32)
+    grads = {op: testing.evaluate(lambda t, op=op: tf2.eps_lrp(t, activation=op), x,
+                                  "eager").gradients[0] for op in ("Relu", "Sigmoid", "Softplus")}
+    # At x = 0, s(x) = +1: y / epsilon (Relu's y is 0 there, Sigmoid's 0.5).
+    np.testing.assert_allclose(grads["Sigmoid"][:2], [0.5 / 1e-4, 0.5 / 1e-4], rtol=1e-6)
+    np.testing.assert_array_equal(grads["Relu"][:2], [0.0, 0.0])
+    # inf / inf would be NaN: the rule gives 0 where its quotient is not finite.
+    assert grads["Relu"][2] == 0.0 and grads["Softplus"][2] == 0.0
+    assert np.isfinite(np.concatenate(list(grads.values()))).all()
+
+
+def test_deeplift_falls_back_to_the_ops_own_gradient_where_x_equals_r():
+    """Where every input equals its reference, the rescale rule is the op's
+    gradient as TensorFlow computes it (an independent check of the
+    derivatives the rule writes out)."""
+    half = np.array([[-2.0, -0.5, 0.0, 0.3, 1.0, 5.0, 6.0, 7.0]])
+    x = np.concatenate([half, half])
+    for op in rules.ACTIVATIONS:
+        def plain(t, op=op):  # the op alone, with TensorFlow's own gradient
+            return rules.forward(t, {"activation": op, "alpha": ALPHA})
+        want = testing.evaluate(plain, x, "eager").gradients[0]
+        got = testing.evaluate(lambda t, op=op: tf2.deeplift_rescale(
+            t, activation=op, alpha=ALPHA), x, "eager").gradients[0]
+        np.testing.assert_allclose(got, want, rtol=1e-15, atol=1e-16, err_msg=op)
+
+
+def test_deeplift_threshold_is_inclusive_and_never_divides_by_zero():
+    # x = 0.125, r = -0.125 through a Relu: |x - r| = 0.25.
+    x = np.array([0.125, -0.125], np.float32)
+    ratio = testing.evaluate(lambda t: tf2.deeplift_rescale(t, threshold=0.25), x,
+                             "eager").gradients[0]
+    np.testing.assert_array_equal(ratio, [0.5, 0.5])  # (0.125 - 0) / 0.25, both halves
+    below = testing.evaluate(lambda t: tf2.deeplift_rescale(t, threshold=0.3), x,
+                             "eager").gradients[0]
+    np.testing.assert_array_equal(below, [1.0, 1.0])  # f'(0.125): Captum's fallback
+    # float16: the default threshold 1e-10 underflows to 0; x == r still gets f'.
+    g16 = testing.evaluate(lambda t: tf2.deeplift_rescale(t, activation="Sigmoid"),
+                           np.float16([1.0, 1.0]), "eager").gradients[0]
+    assert np.isfinite(g16).all()
+    np.testing.assert_allclose(g16, [0.19661, 0.19661], rtol=1e-3)
+
+
+def test_deeplift_summation_to_delta_on_a_two_layer_net():
+    """Attributions of a hand-built two-layer net sum to f(x) - f(r) for
+    every activation (Shrikumar et al.'s summation to delta), in every
+    family and through frozen.patch."""
+    rng = np.random.RandomState(0)
+    w1, b1 = rng.randn(5, 7), rng.randn(7) * 0.3
+    w2, b2 = rng.randn(7, 4), rng.randn(4) * 0.3
+    w3 = rng.randn(4, 1)
+    x, r = rng.randn(3, 5), rng.randn(3, 5) * 0.1
+    batch = np.concatenate([x, r]).astype(np.float32)
+    upstream = np.concatenate([np.ones((3, 1)), np.zeros((3, 1))]).astype(np.float32)
+    for op in rules.ACTIVATIONS:
+        def net(t, family, op=op):
+            act = lambda h: family.deeplift_rescale(h, activation=op)  # noqa: E731
+            h = act(tf.matmul(t, tf.constant(w1, t.dtype)) + tf.constant(b1, t.dtype))
+            h = act(tf.matmul(h, tf.constant(w2, t.dtype)) + tf.constant(b2, t.dtype))
+            return tf.matmul(h, tf.constant(w3, t.dtype))
+        for family, mode in ((tf2, "eager"), (stopgrad, "eager"), (overrides, "graph")):
+            r_ = testing.evaluate(lambda t, family=family: net(t, family), batch, mode,
+                                  upstream=upstream)
+            f = r_.outputs[:, 0]
+            attributions = (r_.gradients[0][:3] * (batch[:3] - batch[3:])).sum(axis=1)
+            np.testing.assert_allclose(attributions, f[:3] - f[3:], rtol=1e-5, atol=1e-6,
+                                       err_msg="%s %s" % (op, family.__name__))
+
+
+# ----------------------------------------------------------------- names
+
+@pytest.mark.parametrize("rule", ["guided_relu", "deconv_relu", "eps_lrp", "deeplift_rescale"])
+def test_names_describe_the_rule_not_the_forward(rule):
+    name = overrides.gradient_name(rule, **PARAMS[rule])
+    assert "activation" not in name and "alpha" not in name
+    parsed = builtin_names.parse_builtin_name(name)
+    assert parsed[0] == rule and builtin_names.builtin_setting(name)[0] == rule
+    assert builtin_names.builtin_name(*builtin_names.builtin_setting(name)) == name
+    assert registry.resolve(name) == name
+    # A name may not carry what the gradient reads from the op.
+    assert builtin_names.builtin_setting(name[:-1] + (", " if PARAMS[rule] else "")
+                                         + "alpha=0.5)") is None
+    assert not registry.is_resolvable("graph_override.%s(alpha=0.5)" % rule)
+
+
+def test_names_round_trip_through_map_rules():
+    rule = frozen.parse_rule("Tanh=eps_lrp:epsilon=0.01")
+    assert rule.target == "graph_override.eps_lrp(epsilon=0.01)"
+    assert frozen.parse_rule("Relu=deeplift_rescale").target == (
+        "graph_override.deeplift_rescale(threshold=1e-10)")
+    assert frozen.parse_rule("Relu6=guided_relu").target == "graph_override.guided_relu()"
+    with pytest.raises(RuleError, match="epsilon"):
+        frozen.parse_rule("Tanh=eps_lrp:epsilon=0")
+
+
+def test_the_activation_keyword_is_checked():
+    with pytest.raises(ValueError, match="guided_relu\\(activation=...\\) must be one of "
+                                         "'Relu', 'Relu6', 'LeakyRelu', got 'Tanh'"):
+        tf2.guided_relu(tf.constant([1.0]), activation="Tanh")
+    with pytest.raises(ValueError, match="must be one of"):
+        tf2.eps_lrp(tf.constant([1.0]), activation="relu")
+
+
+def test_override_map_and_op_with_gradient_read_the_op():
+    x = np.array([[-1.0, 0.5, 2.0]], np.float32)
+    name = overrides.gradient_name("eps_lrp", epsilon=0.01)
+    with tf.Graph().as_default() as g:
+        t = tf.constant(x)
+        with g.gradient_override_map({"Tanh": name, "LeakyRelu": name}):
+            y = tf.nn.leaky_relu(tf.tanh(t), alpha=ALPHA)
+        dx, = tf.gradients(y, t)
+        with tf.compat.v1.Session() as sess:
+            got = sess.run(dx)
+    want = testing.evaluate(lambda u: tf2.eps_lrp(tf2.eps_lrp(u, 0.01, "Tanh"), 0.01,
+                                                  "LeakyRelu", ALPHA), x, "eager")
+    np.testing.assert_array_equal(got, want.gradients[0])
+    legacy = tf2.op_with_gradient(tf.nn.relu6, overrides.gradient_name("guided_relu"))
+    r = testing.evaluate(legacy, np.array([-1.0, 3.0, 6.0, 7.0], np.float32), "eager",
+                         upstream=np.array([1.0, 2.0, 1.0, 1.0], np.float32))
+    np.testing.assert_array_equal(r.gradients[0], [0.0, 2.0, 0.0, 0.0])
+
+
+def test_keras_estimator_keeps_the_activation():
+    est = tf2.Estimator("eps_lrp", activation="Tanh", epsilon=0.5)
+    assert est.get_config() == {"estimator": "eps_lrp", "epsilon": 0.5,
+                                "activation": "Tanh", "alpha": 0.2}
+    assert tf2.Estimator.from_config(est.get_config()) == est
+    np.testing.assert_allclose(est(tf.constant([1.0])).numpy(), np.tanh([1.0]), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- refusals
+
+def test_an_override_on_an_op_the_rule_does_not_cover_raises_naming_it():
+    with tf.Graph().as_default() as g:
+        t = tf.constant([1.0, -1.0])
+        with g.gradient_override_map({"Tanh": overrides.gradient_name("guided_relu")}):
+            y = tf.tanh(t, name="squash")
+        with pytest.raises(RuleError, match="guided_relu on op 'squash' \\(op Tanh\\): "
+                                            "guided_relu is a gradient rule for Relu, "
+                                            "Relu6, LeakyRelu only"):
+            tf.gradients(y, t)
+
+
+def test_deeplift_refuses_an_odd_batch():
+    with pytest.raises(RuleError, match="batch \\(axis 0\\) has 3 rows, an odd number.*"
+                                        "\\[inputs; references\\]"):
+        testing.evaluate(tf2.deeplift_rescale, np.zeros((3, 2), np.float32), "eager")
+    with pytest.raises(RuleError, match="scalar"):
+        testing.evaluate(tf2.deeplift_rescale, np.float32(1.0), "eager")
+    # A batch unknown until run: an Assert op with the same words.
+    with tf.Graph().as_default() as g:
+        t = tf.compat.v1.placeholder(tf.float32, [None, 2])
+        with g.gradient_override_map({"Relu": overrides.gradient_name("deeplift_rescale")}):
+            y = tf.nn.relu(t, name="unit")
+        dx, = tf.gradients(y, t)
+        with tf.compat.v1.Session() as sess:
+            assert sess.run(dx, {t: np.ones((4, 2))}).shape == (4, 2)
+            with pytest.raises(tf.errors.InvalidArgumentError,
+                               match="deeplift_rescale on op .*unit.*: the batch .axis 0. "
+                                     "has an odd number of rows"):
+                sess.run(dx, {t: np.ones((3, 2))})
+
+
+def _graph():
+    """x -> Relu -> Tanh -> Sigmoid -> Elu -> Softplus -> LeakyRelu -> Selu
+    -> Relu6 -> MatMul -> y, with a batch of unknown size."""
+    rng = np.random.RandomState(3)
+    with tf.Graph().as_default() as g:
+        h = x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        for i, act in enumerate([tf.nn.relu, tf.tanh, tf.sigmoid, tf.nn.elu, tf.nn.softplus,
+                                 lambda v: tf.nn.leaky_relu(v, alpha=ALPHA), tf.nn.selu,
+                                 tf.nn.relu6]):
+            h = act(tf.matmul(h, tf.constant(rng.randn(3, 3).astype(np.float32))) + 0.1 * i)
+        tf.matmul(h, tf.ones([3, 1]), name="y")
+        del x
+    return g.as_graph_def()
+
+
+def _run_frozen(graph_def, x, plain=False):
+    with tf.Graph().as_default():
+        importer = tf.compat.v1.import_graph_def if plain else frozen.import_graph_def
+        xt, yt = importer(graph_def, return_elements=["x:0", "y:0"], name="")
+        dx, = tf.gradients(yt, xt)
+        with tf.compat.v1.Session() as sess:
+            return sess.run([yt, dx], {xt: x})
+
+
+def _family_net(x, rule, params):
+    """_graph's net with the rule, in the tf2 family."""
+    rng = np.random.RandomState(3)
+    acts = ["Relu", "Tanh", "Sigmoid", "Elu", "Softplus", "LeakyRelu", "Selu", "Relu6"]
+
+    def net(h):
+        for i, act in enumerate(acts):
+            h = tf.matmul(h, tf.constant(rng.randn(3, 3).astype(np.float32))) + 0.1 * i
+            h = getattr(tf2, rule)(h, activation=act, alpha=ALPHA, **params)
+        return tf.matmul(h, tf.ones([3, 1]))
+    return testing.evaluate(net, x, "eager")
+
+
+@pytest.mark.parametrize("rule", ["eps_lrp", "deeplift_rescale"])
+def test_patch_with_map_and_the_portable_form_equal_the_family(rule):
+    x = np.random.RandomState(4).randn(6, 3).astype(np.float32)
+    maps = ["%s=%s:%s" % (op, rule, ",".join("%s=%r" % kv for kv in PARAMS[rule].items()))
+            for op in ("Relu", "Tanh", "Sigmoid", "Elu", "Softplus", "LeakyRelu", "Selu",
+                       "Relu6")]
+    patched, report = frozen.patch(_graph(), maps)
+    assert len(report.changes) == 8
+    portable, _ = frozen.make_portable(_graph(), maps)
+    y0, _ = _run_frozen(_graph(), x, plain=True)
+    y1, dx1 = _run_frozen(patched, x)
+    y2, dx2 = _run_frozen(portable, x, plain=True)
+    want = _family_net(x, rule, PARAMS[rule])
+    np.testing.assert_array_equal(y1, y0)
+    np.testing.assert_array_equal(y2, y0)
+    # Same formula, different graphs (Grappler, fused ops): float rounding.
+    np.testing.assert_allclose(dx1, want.gradients[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(dx2, dx1, rtol=1e-5, atol=1e-6)
+
+
+def test_patch_refuses_a_rule_on_an_op_type_it_does_not_cover():
+    with pytest.raises(RuleError, match="patch: guided_relu on node '.*' \\(op Tanh\\): "
+                                        "guided_relu is a gradient rule for Relu, Relu6, "
+                                        "LeakyRelu only"):
+        frozen.patch(_graph(), "Tanh=guided_relu")
+    with pytest.raises(RuleError, match="eps_lrp on node 'MatMul' \\(op MatMul\\)"):
+        frozen.patch(_graph(), "MatMul=eps_lrp")
+    with pytest.raises(RuleError, match="deeplift_rescale on node 'MatMul' \\(op MatMul\\)"):
+        frozen.make_portable(_graph(), "MatMul=deeplift_rescale")
+
+
+@pytest.mark.parametrize("rule", ["guided_relu", "deconv_relu"])
+def test_make_portable_refuses_rules_not_linear_in_dy(rule):
+    with pytest.raises(RuleError, match="make_portable: %s cannot be made portable: its "
+                                        "gradient, dy \\* \\[dy > 0\\].* is not linear in "
+                                        "dy" % rule):
+        frozen.make_portable(_graph(), "Relu=%s" % rule)
+    # patch() gives it: the frozen graph's gradient through graph_override.
+    patched, _ = frozen.patch(_graph(), "Relu=%s" % rule)
+    assert go.registry.is_resolvable(
+        [n for n in patched.node if n.op == "Relu"][0].attr["_gradient_op_type"].s.decode())
