@@ -29,7 +29,7 @@ EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 
 # The order in which `--help` lists the commands; a command module not named
 # here is listed after these, alphabetically.
-_ORDER = ("inspect", "patch", "convert", "migrate", "demo")
+_ORDER = ("inspect", "patch", "convert", "explain", "migrate", "demo")
 # Commands that run without TensorFlow. Any other command, including one
 # added later, gets TensorFlow imported before it runs.
 WITHOUT_TENSORFLOW = frozenset({"migrate"})

@@ -220,7 +220,8 @@ def _reason(node, spec, failure):
             "(a rule of your own: --map %s=MODULE:FUNCTION)" % (spec.name, node.op))
 
 
-def coverage_report(model, method, *, inputs=None, outputs=None):
+def coverage_report(model, method, *, inputs=None, outputs=None, also_covered=(),
+                    source=None):
     """The op types on the path from `inputs` to `outputs` that `method`
     does not cover (see the module docstring).
 
@@ -230,6 +231,10 @@ def coverage_report(model, method, *, inputs=None, outputs=None):
       inputs, outputs: tensor names ("x:0"; a bare node name means output
         0), a name or a list. Default: every Placeholder; every node whose
         output nothing reads.
+      also_covered: op types whose gradient rules of the caller's own set
+        (``explain --map Elu=mygrads:f``): counted as covered.
+      source: how messages name the model (default: its path, or
+        "<GraphDef>" for a message).
 
     Returns:
       A `CoverageReport`; ``.ok`` is True when everything is covered.
@@ -242,9 +247,9 @@ def coverage_report(model, method, *, inputs=None, outputs=None):
     """
     spec = rules_lib.method_spec(method)
     if isinstance(model, graph_pb2.GraphDef):
-        graph_def, source = model, "<GraphDef>"
+        graph_def, source = model, source or "<GraphDef>"
     else:
-        graph_def, source = load(model), str(model)
+        graph_def, source = load(model), source or str(model)
     inputs = check_names(graph_def, inputs if inputs is not None
                          else _default_inputs(graph_def), "inputs", source)
     outputs = check_names(graph_def, outputs if outputs is not None
@@ -256,7 +261,8 @@ def coverage_report(model, method, *, inputs=None, outputs=None):
     for name, node in path:
         if name not in failures and not _may_carry_gradient(node):
             continue  # integers, shapes: no gradient reaches the input through it
-        if node.op in spec.rules and not _training_batch_norm(node):
+        if (node.op in spec.rules or node.op in also_covered) and not _training_batch_norm(
+                node):
             covered[node.op] += 1
             continue
         reason = _reason(node, spec, failures.get(name))

@@ -94,10 +94,9 @@ def _coverage(args, graph_def):
     from graph_override.errors import AttributionError, ConversionError  # pylint: disable=import-outside-toplevel
     try:
         report = coverage.coverage_report(graph_def, args.method, inputs=args.inputs,
-                                          outputs=args.outputs)
+                                          outputs=args.outputs, source=args.model)
     except (AttributionError, ConversionError) as e:
-        return _usage(str(e).replace("<GraphDef>", args.model))
-    report.source = args.model
+        return _usage(str(e))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:
