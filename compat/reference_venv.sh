@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds the reference implementations that tests/attribution/reference/
+# compares graph_override.attribution with. Test-only: none of it is a
+# dependency of the package.
+#
+#   compat/reference_venv.sh          # build what is missing or out of date
+#
+#   compat/.reference/captum/         a venv: PyTorch (CPU) and Captum
+#                                     (compat/reference-captum.txt); no TensorFlow
+#   compat/.reference/pair-pyX.Y/     PAIR's `saliency` package and the part of
+#                                     scikit-image its package imports
+#                                     (compat/reference-pair.txt), installed with
+#                                     --no-deps into a folder that the tests add
+#                                     to the path of a TensorFlow python, so it
+#                                     runs on the TensorFlow under test (2.21 or 2.15)
+#
+# Environment: PYTHON, the interpreter (default python3; the CPU torch wheel
+# is cp311, so Python 3.11); GRAPH_OVERRIDE_REFERENCE_DIR moves compat/.reference.
+# Each part is rebuilt when its requirements file changed (a stamp holds
+# its checksum), under a lock, so parallel test runs build it once.
+# Prints `captum_python=PATH` and `pair_path=PATH` last. Exit status: 0, or 2
+# when an install failed (its output says why).
+set -euo pipefail
+export PIP_ROOT_USER_ACTION=ignore
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+PY="${PYTHON:-python3}"
+DIR="${GRAPH_OVERRIDE_REFERENCE_DIR:-$ROOT/compat/.reference}"
+fail() { echo "compat/reference_venv.sh: $1" >&2; exit 2; }
+PYVER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
+  || fail "PYTHON=$PY does not run; set PYTHON to a Python 3.11 interpreter"
+CAPTUM="$DIR/captum"
+PAIR="$DIR/pair-py$PYVER"
+mkdir -p "$DIR" || fail "cannot create $DIR"
+
+# Holds the lock until the script ends: a second run waits, then finds the stamps.
+exec 9> "$DIR/.lock"
+flock 9
+
+# up_to_date PART REQUIREMENTS: the part's stamp holds the requirements' checksum.
+up_to_date() {
+  [[ -f "$1/.stamp" && "$(cat "$1/.stamp")" == "$(sha256sum < "$2")" ]]
+}
+stamp() { sha256sum < "$2" > "$1/.stamp.tmp" && mv "$1/.stamp.tmp" "$1/.stamp"; }
+# pip's notes about this machine's absent local index folders are noise.
+quiet() { "$@" 2> >(grep -v "is neither a file nor a directory" >&2); }
+
+REQ="$ROOT/compat/reference-captum.txt"
+if ! up_to_date "$CAPTUM" "$REQ"; then
+  echo "compat/reference_venv.sh: installing torch and captum into ${CAPTUM#$ROOT/}" >&2
+  rm -rf "$CAPTUM"
+  "$PY" -m venv "$CAPTUM" || fail "$PY -m venv $CAPTUM failed"
+  quiet "$CAPTUM/bin/python" -m pip install -q -r "$REQ" \
+    || fail "installing compat/reference-captum.txt into $CAPTUM failed (torch's CPU wheel is cp311: PYTHON must be a Python 3.11)"
+  stamp "$CAPTUM" "$REQ"
+fi
+
+REQ="$ROOT/compat/reference-pair.txt"
+if ! up_to_date "$PAIR" "$REQ"; then
+  echo "compat/reference_venv.sh: installing PAIR's saliency into ${PAIR#$ROOT/}" >&2
+  rm -rf "$PAIR"
+  quiet "$PY" -m pip install -q --no-deps --target "$PAIR" -r "$REQ" \
+    || fail "installing compat/reference-pair.txt into $PAIR failed"
+  stamp "$PAIR" "$REQ"
+fi
+
+echo "captum_python=$CAPTUM/bin/python"
+echo "pair_path=$PAIR"
