@@ -34,9 +34,11 @@ import time
 import types
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-# Where saliency 0.2.1 is installed (pip install --target DIR --no-deps
-# saliency==0.2.1); its saliency.tf1 needs only numpy and TensorFlow.
-SALIENCY_DIR = os.environ.get("BENCH_SALIENCY_DIR", "")
+# Where saliency 0.2.1 is installed: BENCH_SALIENCY_DIR, else the folder
+# compat/reference_venv.sh installs it into (pip install --no-deps --target
+# DIR saliency==0.2.1 is enough: saliency.tf1 needs only numpy and TensorFlow).
+SALIENCY_DIR = os.environ.get("BENCH_SALIENCY_DIR") or str(
+    ROOT / "compat" / ".reference" / ("pair-py%d.%d" % sys.version_info[:2]))
 GOALS = {"gradient_input": 1.2, "guided_backprop": 1.2, "eps_lrp": 1.2, "deeplift": 2.2}
 METHODS = ("gradient_input", "guided_backprop", "eps_lrp", "deeplift")
 
@@ -217,7 +219,7 @@ def _run_child(args, log):
 
 def _saliency_dir():
     """SALIENCY_DIR if it holds saliency/tf1, else ''."""
-    if SALIENCY_DIR and (pathlib.Path(SALIENCY_DIR) / "saliency" / "tf1").is_dir():
+    if (pathlib.Path(SALIENCY_DIR) / "saliency" / "tf1").is_dir():
         return SALIENCY_DIR
     return ""
 
@@ -228,11 +230,14 @@ def bench_section(cfg, log):
     saliency = _saliency_dir()
     rows = []
     for batch in a["batches"]:
-        log("attribution: MobileNetV2 %dx%d alpha %g, batch %d (own process)%s" % (
-            a["size"], a["size"], a["alpha"], batch, "" if saliency else
-            "; PAIR's saliency not measured (BENCH_SALIENCY_DIR unset)"))
+        log("attribution: MobileNetV2 %dx%d alpha %g, batch %d (own process)" % (
+            a["size"], a["size"], a["alpha"], batch))
         rows.append(_run_child([a["size"], a["alpha"], batch, a["repeats"]]
                                + ([saliency] if saliency else []), log))
+    if not saliency:
+        rows.append({"error": "PAIR's saliency.tf1 not measured: no saliency package at %s "
+                              "(compat/reference_venv.sh installs it there; "
+                              "BENCH_SALIENCY_DIR names another folder)" % SALIENCY_DIR})
     return rows
 
 
