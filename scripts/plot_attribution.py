@@ -24,6 +24,7 @@ Usage:
 
 import argparse
 import io
+import json
 import pathlib
 import sys
 
@@ -83,11 +84,28 @@ def draw(images, labels, maps, random_maps):
     return fig
 
 
-def png_bytes(fig):
-    """The figure as PNG bytes (no date or software stamp, so a re-run with
-    the same numbers writes the same file)."""
+def summary(maps, random_maps):
+    """What the picture shows, as numbers: each map divided by its largest
+    absolute value (as drawn), to 2 decimals, and the matplotlib that drew
+    it. Written into the PNG, so a test can check the picture against the
+    maps of today under another matplotlib, whose pixels differ."""
+    def drawn(m):
+        scale = float(np.max(np.abs(m))) or 1.0
+        return np.round(np.asarray(m, np.float64) / scale, 2).tolist()
+    return {"matplotlib": matplotlib.__version__,
+            "maps": {name: [drawn(m) for m in ms] for name, ms in maps.items()},
+            "randomized": {name: [drawn(m) for m in ms] for name, ms in random_maps.items()}}
+
+
+def png_bytes(fig, described=None):
+    """The figure as PNG bytes, with `described` (JSON-able) as its
+    Description; no date or software stamp, so a re-run with the same
+    numbers writes the same file."""
     png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=80, metadata={"Software": None})
+    metadata = {"Software": None}
+    if described is not None:
+        metadata["Description"] = json.dumps(described, separators=(",", ":"))
+    fig.savefig(png, format="png", dpi=80, metadata=metadata)
     return png.getvalue()
 
 
@@ -169,12 +187,12 @@ def main(argv=None):
     except (OSError, ValueError) as e:
         parser.error("--table %s: %s" % (table_path, e))
     images, labels, shown, random_shown, check = compute(args.examples)
-    fig = draw(images.reshape(-1, 8, 8), labels,
-               {k: v.reshape(-1, 8, 8) for k, v in shown.items()},
-               {k: v.reshape(-1, 8, 8) for k, v in random_shown.items()})
+    shown = {k: v.reshape(-1, 8, 8) for k, v in shown.items()}
+    random_shown = {k: v.reshape(-1, 8, 8) for k, v in random_shown.items()}
+    fig = draw(images.reshape(-1, 8, 8), labels, shown, random_shown)
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(str(out), png_bytes(fig))
+    atomic_write(str(out), png_bytes(fig, summary(shown, random_shown)))
     plt.close(fig)
     table = table_markdown(check)
     atomic_write(str(table_path), put_table(page, table).encode("utf-8"))
