@@ -28,7 +28,7 @@ repetition. The report (bench_report.py) embeds its figures, so
 analysis after ANALYSIS_MARKER is kept across runs. The figure: bench_plot.py.
 
 Usage:
-  python tools/bench.py                          # full run (about 15 minutes):
+  python tools/bench.py                          # full run (about 35 minutes):
                                                    #   docs/benchmarks.md + .png
   python tools/bench.py --quick --out /tmp/b.md  # small and fast (about a minute)
   python tools/bench.py --only training          # refresh one section
