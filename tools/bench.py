@@ -14,7 +14,10 @@ Sections (each a table in the report, each measured by its own module):
      `python -c "import tensorflow"` (bench_cli.py);
   6. graph_override.keras's quantized layers: a training step against float
      layers and against larq's own (TensorFlow 2.15), peak memory against
-     float layers (bench_keras.py).
+     float layers (bench_keras.py);
+  7. attribution maps (gradient x input, guided backprop, epsilon-LRP,
+     DeepLIFT) of a frozen MobileNetV2 against its plain gradient, and PAIR's
+     saliency.tf1 guided backprop beside them (bench_attribution.py).
 
 Timing: time.perf_counter (wall) and time.process_time (CPU, all threads)
 around whole runs, several repetitions, medians; within a repetition the
@@ -25,7 +28,7 @@ repetition. The report (bench_report.py) embeds its figures, so
 analysis after ANALYSIS_MARKER is kept across runs. The figure: bench_plot.py.
 
 Usage:
-  python tools/bench.py                          # full run (about 15 minutes):
+  python tools/bench.py                          # full run (about 35 minutes):
                                                    #   docs/benchmarks.md + .png
   python tools/bench.py --quick --out /tmp/b.md  # small and fast (about a minute)
   python tools/bench.py --only training          # refresh one section
@@ -60,6 +63,7 @@ FULL = dict(
     migrate=[(20, 400), (80, 400)],
     cli_repeats=9,
     keras=dict(size=16, width=16, batch=64, repeats=7, steps=5, memory_repeats=2),
+    attribution=dict(size=224, alpha=1.0, batches=[1, 32], repeats=5),
 )
 QUICK = dict(
     mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
@@ -69,6 +73,7 @@ QUICK = dict(
     migrate=[(3, 60)],
     cli_repeats=1,
     keras=dict(size=8, width=4, batch=16, repeats=2, steps=2, memory_repeats=1),
+    attribution=dict(size=32, alpha=0.35, batches=[1, 4], repeats=2),
 )
 
 # Each section's runner, run(cfg, log), as (module beside this file, function):
@@ -80,6 +85,7 @@ RUNNERS = dict(
     migrate=("bench_capabilities", "bench_migrate"),
     cli=("bench_cli", "bench_section"),
     keras=("bench_keras", "bench_section"),
+    attribution=("bench_attribution", "bench_section"),
 )
 
 

@@ -6,9 +6,11 @@ import io
 import json
 import pathlib
 
+from bench_common import load_script
+
 ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by tools/bench.py -->"
 DATA_MARKER = "<!-- bench-data "
-SECTIONS = ("training", "construction", "frozen", "migrate", "cli", "keras")
+SECTIONS = ("training", "construction", "frozen", "migrate", "cli", "keras", "attribution")
 
 
 def _fmt(value, spec="%.2f"):
@@ -291,6 +293,13 @@ def render(report, quick, plot_name, no_figure=None):
         w(_not_measured("keras"))
     else:
         w(_keras_section(report["keras"]))
+    w()
+    w("## 7. Attribution maps")
+    w()
+    if not report.get("attribution"):
+        w(_not_measured("attribution"))
+    else:
+        w(load_script("bench_attribution").render(report["attribution"]))
     w()
     w(embed_data(report).rstrip("\n"))
     w()

@@ -154,7 +154,8 @@ def test_embedded_figures_round_trip(bench, sections, tmp_path):
     """--only re-runs one section and takes the others from the report."""
     report = {"training": [{"title": "t", "rows": []}], "construction": [],
               "frozen": [{"error": "a -- b"}], "migrate": None, "cli": None,
-              "keras": [{"error": "x"}], "config": {"train_repeats": 1}, "machine": {"nproc": 2},
+              "keras": [{"error": "x"}], "attribution": None, "config": {"train_repeats": 1},
+              "machine": {"nproc": 2},
               "dates": {"training": "2026-01-01 00:00 UTC"}}
     path = tmp_path / "b.md"
     path.write_text("# tables\n\n" + bench.embed_data(report) + "\n" + bench.ANALYSIS_MARKER + "\n")
@@ -236,8 +237,9 @@ def test_only_into_a_new_file_writes_no_false_text(cli_only, capsys):
     capsys.readouterr()
     assert status == 0
     assert "not in this tree yet" not in text and "None" not in text
-    assert "Not measured in this report: training, construction, frozen, migrate, keras." in text
-    for section in ("training", "construction", "frozen", "migrate", "keras"):
+    assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
+            "attribution." in text)
+    for section in ("training", "construction", "frozen", "migrate", "keras", "attribution"):
         assert "Run `python tools/bench.py --only %s` to measure it." % section in text
     assert "| python -c pass | 0.100 |" in text
     # The figure is drawn (each missing panel says "not measured") and linked.
@@ -377,8 +379,8 @@ def test_quick_keras_section_compares_with_float_and_larq(tmp_path):
     else:
         assert ("larq's layers not measured" in section
                 or "these layers against larq 0.13.3's | 2.15." in section)
-    assert "Not measured in this report: training, construction, frozen, migrate, cli." in (
-        out.read_text())
+    assert ("Not measured in this report: training, construction, frozen, migrate, cli, "
+            "attribution." in out.read_text())
 
 
 def test_keras_section_text_names_errors_and_goals(sections):

@@ -1,0 +1,116 @@
+"""tools/bench_attribution.py (section 7 of tools/bench.py): its report
+says what was measured against which goal, PAIR's saliency is imported
+without its package's heavy __init__ files, and a --quick run times the
+right computation. No timed assertion here."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def bench(load_tool):
+    return load_tool("bench_attribution")
+
+
+def _row(**extra):
+    row = dict(tensorflow="2.21.0", batch=32, size=224, alpha=1.0, repeats=5,
+               first_call_s={"gradient_input": 9.5, "guided_backprop": 12.25},
+               baseline_max_abs_diff=0.0, gradient_max_abs=3.0,
+               seconds={"plain gradient": 2.0, "forward pass": 0.7,
+                        "gradient_input": 2.2, "guided_backprop": 2.6},
+               ratio={"plain gradient": 1.0, "forward pass": 0.35,
+                      "gradient_input": 1.1, "guided_backprop": 1.3})
+    row.update(extra)
+    return row
+
+
+def test_render_shows_each_variant_its_ratio_and_goal(bench):
+    text = bench.render([_row()])
+    lines = text.splitlines()
+    assert "MobileNetV2 (weights=None, 224x224x3, alpha 1" in text
+    assert "median seconds per batch of 5 repetitions" in text
+    assert "### Batch 32 (TensorFlow 2.21.0)" in lines
+    assert "| plain gradient | 2.000 | **1.00** | — | — |" in lines
+    assert "| forward pass | 0.700 | **0.35** | — | — |" in lines
+    assert "| gradient_input | 2.200 | **1.10** | <= 1.2: met | 9.50 |" in lines
+    assert "| guided_backprop | 2.600 | **1.30** | <= 1.2: **not met** | 12.25 |" in lines
+
+
+def test_render_shows_pair_and_keeps_errors(bench):
+    row = _row(pair_construction_s=4.5, pair_max_abs_diff_to_plain_gradient=1e-6)
+    row["seconds"]["PAIR saliency.tf1 GuidedBackprop"] = 3.0
+    row["ratio"]["PAIR saliency.tf1 GuidedBackprop"] = 1.5
+    text = bench.render([row, {"error": "PAIR's saliency.tf1 not measured: no package"}])
+    assert "| PAIR saliency.tf1 GuidedBackprop | 3.000 | **1.50** | — | 4.50 |" in text
+    assert "largest difference to the plain gradient: 1e-06" in text
+    assert text.splitlines()[-1] == "- PAIR's saliency.tf1 not measured: no package"
+    assert bench.render([]) is None
+    assert bench.render([{"error": "boom"}]) == "- boom"
+
+
+def test_goals_are_the_issue_s(bench):
+    assert bench.GOALS == {"gradient_input": 1.2, "guided_backprop": 1.2, "eps_lrp": 1.2,
+                           "deeplift": 2.2}
+    assert set(bench.METHODS) == set(bench.GOALS)
+
+
+def test_pair_is_imported_without_the_package_init_files(bench, tmp_path):
+    """saliency/__init__.py imports saliency.core, whose Grad-CAM needs
+    scikit-image; the benchmark needs saliency.tf1.guided_backprop only."""
+    root = tmp_path / "saliency"
+    for folder in (root, root / "core", root / "tf1"):
+        folder.mkdir()
+        (folder / "__init__.py").write_text("raise ImportError('needs scikit-image')\n")
+    (root / "core" / "base.py").write_text("MARK = 'core'\n")
+    (root / "tf1" / "guided_backprop.py").write_text(
+        "from ..core.base import MARK\nclass GuidedBackprop:\n    pass\n")
+    def saliency_modules():
+        return [m for m in sys.modules if m == "saliency" or m.startswith("saliency.")]
+    assert saliency_modules() == []   # nothing else in this process imported it
+    try:
+        module = bench.import_pair_saliency(str(tmp_path))
+        assert module.MARK == "core" and hasattr(module, "GuidedBackprop")
+    finally:
+        for name in saliency_modules():
+            del sys.modules[name]
+
+
+def test_without_saliency_the_section_says_so(bench, monkeypatch, tmp_path):
+    monkeypatch.setattr(bench, "SALIENCY_DIR", str(tmp_path / "nowhere"))
+    ran = []
+    monkeypatch.setattr(bench, "_run_child", lambda args, log: ran.append(args) or _row())
+    cfg = {"attribution": dict(size=32, alpha=0.35, batches=[1, 4], repeats=2)}
+    rows = bench.bench_section(cfg, lambda message: None)
+    assert ran == [[32, 0.35, 1, 2], [32, 0.35, 4, 2]]   # no saliency folder passed
+    assert "not measured: no saliency package at %s" % (tmp_path / "nowhere") in (
+        rows[-1]["error"])
+
+
+@pytest.mark.slow
+def test_quick_section_times_the_library_s_own_gradient(tmp_path):
+    """--quick --only attribution: a table per batch size; the baseline is
+    the library's plain gradient (saliency without abs) to float rounding."""
+    out = tmp_path / "report.md"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", BENCH_SALIENCY_DIR=str(tmp_path / "none"))
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick",
+                           "--only", "attribution", "--out", str(out)], cwd=str(ROOT),
+                          env=env, capture_output=True, text=True, timeout=1500, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = out.read_text()
+    section = text.split("## 7. Attribution maps")[1].split("<!--")[0]
+    for batch in (1, 4):
+        assert "### Batch %d (TensorFlow " % batch in section
+    for method in ("gradient_input", "guided_backprop", "eps_lrp", "deeplift"):
+        assert section.count("| %s | " % method) == 2, method
+    assert "PAIR's saliency.tf1 not measured" in section
+    data = json.loads(text.split("<!-- bench-data ")[1].split(" -->")[0])
+    for row in data["attribution"][:2]:
+        assert row["baseline_max_abs_diff"] <= 1e-5 * row["gradient_max_abs"]
+        assert row["gradient_max_abs"] > 0
