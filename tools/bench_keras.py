@@ -8,7 +8,13 @@ QuantDense x 2, binarized inputs and kernels, ``weight_clip``):
    in one process, alternating in a rotating order;
 2. peak memory (``VmHWM``) of a process that builds and trains the
    quantized network against one that does the same with the float one,
-   each in a fresh process;
+   each in a fresh process, the processes of a repetition in a rotating
+   order; also what the training adds to the process (its own ``VmHWM``,
+   started again after the imports, less the resident memory then: the
+   imports, which both sides share, can peak higher); the same
+   with one malloc arena (``MALLOC_ARENA_MAX=1``: what is left without the
+   allocator's slack across threads), and under TensorFlow 2.15, where
+   larq's own layers are measured too;
 3. under TensorFlow 2.15 (compat/.venv-2.15, where larq 0.13.3 is
    installed), the quantized network with these layers against the same
    network with larq's layers, alternating in one process of that venv.
@@ -93,9 +99,25 @@ def compare_steps(variants, size, width, batch, repeats, steps):
             for label, t in times.items()}
 
 
-def _hwm_mb():
+def _status_mb(key):
     with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024.0
+        return next(int(line.split()[1]) for line in f if line.startswith(key)) / 1024.0
+
+
+def _hwm_mb():
+    return _status_mb("VmHWM:")
+
+
+def _reset_peak():
+    """Starts VmHWM again from the resident memory now (Linux: "5" to
+    clear_refs), so that a peak reached while importing does not hide the
+    training's; False where that cannot be done."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
 
 
 def child(argv):
@@ -103,14 +125,20 @@ def child(argv):
     sys.path.insert(0, str(ROOT / "tools"))
     kind, size, width, batch = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     import graph_override.keras as lq  # pylint: disable=import-outside-toplevel
-    if kind == "memory":  # argv[4]: quantized or float; argv[5]: steps
-        before = _hwm_mb()
-        model = _compiled(build(lq.layers if argv[4] == "quantized" else None,
-                                size, width))
+    if kind == "memory":  # argv[4]: quantized, float or larq; argv[5]: steps
+        layers = {"quantized": lq.layers, "float": None}.get(argv[4])
+        if argv[4] == "larq":
+            import larq  # pylint: disable=import-outside-toplevel
+            layers = larq.layers
+        imports_peak = _hwm_mb()
+        before = _status_mb("VmRSS:") if _reset_peak() else imports_peak
+        model = _compiled(build(layers, size, width))
         x, y = _data(size, batch)
         for _ in range(int(argv[5])):
             model.train_on_batch(x, y)
-        result = dict(peak_mb=_hwm_mb(), after_imports_mb=before)
+        training_peak = _hwm_mb()
+        result = dict(peak_mb=max(imports_peak, training_peak), after_imports_mb=before,
+                      added_mb=training_peak - before)
     else:  # step (ours against float) or larq (ours against larq's)
         repeats, steps = int(argv[4]), int(argv[5])
         if kind == "larq":
@@ -124,9 +152,9 @@ def child(argv):
     print(json.dumps(result))
 
 
-def _run_child(python, args, log):
+def _run_child(python, args, log, **env_vars):
     """The JSON a child process printed, or {"error": ...}."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env_vars,
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [
                    p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     proc = subprocess.run([str(python), __file__] + [str(a) for a in args],
@@ -143,6 +171,47 @@ def _row(comparison, ours, theirs, ratio, goal, unit, tensorflow, repeats):
                 unit=unit, tensorflow=tensorflow, repeats=repeats)
 
 
+_LABELS = {"quantized": "these layers", "float": "float Conv2D/Dense",
+           "larq": "larq 0.13.3's layers"}
+
+
+def _memory_rows(python, kinds, shape, k, log, arenas=None):
+    """Each of `kinds` but the float one against the float one (and, when
+    measured, ours against larq's): the median peak of a fresh process and
+    the median of what training adds over the imports, with the median of the
+    ratios within each repetition. The processes of a repetition run one after
+    another in a rotating order. `arenas`: glibc's MALLOC_ARENA_MAX for the
+    children (None: glibc's default, one arena per thread up to 8 per core)."""
+    from bench_common import median, rotations  # pylint: disable=import-outside-toplevel
+    env = {} if arenas is None else {"MALLOC_ARENA_MAX": str(arenas)}
+    peaks, added = {}, {}
+    for order in rotations(list(kinds), k["memory_repeats"]):
+        for kind in order:
+            m = _run_child(python, ["memory"] + shape + [kind, k["steps"]], log, **env)
+            if "error" in m:
+                return [m]
+            peaks.setdefault(kind, []).append(m["peak_mb"])
+            added.setdefault(kind, []).append(m["added_mb"])
+    pairs = [(kind, "float") for kind in kinds if kind != "float"]
+    if "larq" in kinds:
+        pairs.append(("quantized", "larq"))
+    rows = []
+    for ours, theirs in pairs:
+        for what, values, goal in (("peak memory (VmHWM) of a process that trains",
+                                    peaks, GOALS["memory"]),
+                                   ("memory training adds to the process (VmHWM less "
+                                    "RSS after imports)", added, None)):
+            if (ours, theirs) != ("quantized", "float") or arenas is not None:
+                goal = None  # the issue's goal: against float layers, as users run
+            rows.append(_row(
+                "%s%s: %s against %s" % (what, "" if arenas is None else (
+                    ", MALLOC_ARENA_MAX=%d" % arenas), _LABELS[ours], _LABELS[theirs]),
+                median(values[ours]), median(values[theirs]),
+                median(a / b for a, b in zip(values[ours], values[theirs])),
+                goal, "MB", m["tensorflow"], k["memory_repeats"]))
+    return rows
+
+
 def bench_section(cfg, log):
     """The section's rows: each comparison with its medians, ratio and goal."""
     k = cfg["keras"]
@@ -155,23 +224,16 @@ def bench_section(cfg, log):
         1e3 * r["graph_override"][0], 1e3 * r["float"][0], r["graph_override"][1],
         GOALS["float"], "ms", r["tensorflow"], k["repeats"]))
     log("keras: peak memory, each network in a fresh process")
-    peaks = {}
-    for order in range(k["memory_repeats"]):
-        for kind in (("quantized", "float") if order % 2 == 0 else ("float", "quantized")):
-            m = _run_child(sys.executable, ["memory"] + shape + [kind, k["steps"]], log)
-            if "error" in m:
-                return rows + [m]
-            peaks.setdefault(kind, []).append(m["peak_mb"])
-    from bench_common import median  # pylint: disable=import-outside-toplevel
-    rows.append(_row("peak memory (VmHWM) of a process that trains the network",
-                     median(peaks["quantized"]), median(peaks["float"]),
-                     median(a / b for a, b in zip(peaks["quantized"], peaks["float"])),
-                     GOALS["memory"], "MB", m["tensorflow"], k["memory_repeats"]))
+    rows += _memory_rows(sys.executable, ("quantized", "float"), shape, k, log)
+    log("keras: the same with one malloc arena (no allocator slack across threads)")
+    rows += _memory_rows(sys.executable, ("quantized", "float"), shape, k, log, arenas=1)
     if not VENV_215.exists():
         rows.append({"error": "no TensorFlow 2.15 Python at %s (compat/run.sh builds it; "
                               "BENCH_PYTHON_215 names another): larq's layers not "
                               "measured" % VENV_215})
         return rows
+    log("keras: peak memory under TensorFlow 2.15, larq's layers too")
+    rows += _memory_rows(VENV_215, ("quantized", "float", "larq"), shape, k, log)
     log("keras: training step, these layers against larq's (TensorFlow 2.15 venv)")
     r = _run_child(VENV_215, ["larq"] + shape + [k["repeats"], k["steps"]], log)
     rows.append(r if "error" in r else _row(

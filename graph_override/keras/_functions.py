@@ -12,7 +12,9 @@ So here each function takes its forward value from the estimators tf2 uses
 there) and computes its gradient as larq 0.13.3 writes it. The forward is
 called directly, not through tf2's own `tf.custom_gradient`, whose gradient
 would be unused: one custom gradient per quantizer, not two nested, keeps the
-traced training step smaller. DoReFa's k-bit step is larq's too: ``round(x * n) / n``, which
+traced training step smaller. The masked gradient selects a scalar zero
+where larq writes ``tf.zeros_like(dy)`` (the same values; see `_where`).
+DoReFa's k-bit step is larq's too: ``round(x * n) / n``, which
 TensorFlow's graph optimizer turns into ``x * (1 / n)`` inside tf.function,
 exactly as it does for larq (tf2.dorefa_quantize divides exactly instead).
 """
@@ -25,10 +27,19 @@ __all__ = ["approx_sign", "dorefa_k_bit", "magnitude_aware_sign", "ste_heaviside
            "ste_sign", "ste_tern", "swish_sign"]
 
 
+def _where(mask, dy, values=None):
+    """`values` (default dy) where `mask`, else +0.0, as larq's
+    ``tf.where(mask, dy, tf.zeros_like(dy))`` but with a scalar zero that
+    SelectV2 broadcasts: Grappler folds ``zeros_like(dy)`` into a constant of
+    dy's full shape, which an instantiated training step then keeps allocated
+    for as long as it lives (a batch of activations per input quantizer)."""
+    return tf.where(mask, dy if values is None else values, tf.zeros([], dy.dtype))
+
+
 def _clipped(x, dy, clip_value):
     if clip_value is None:
         return dy
-    return tf.where(tf.math.less_equal(tf.math.abs(x), clip_value), dy, tf.zeros_like(dy))
+    return _where(tf.math.less_equal(tf.math.abs(x), clip_value), dy)
 
 
 def _forward(estimator, **params):
@@ -61,7 +72,7 @@ def approx_sign(x):
     """Sign with Bi-Real Net's gradient ``(1 - |x|) * 2 * dy`` for |x| <= 1, else 0."""
     def gradient(v, dy):
         abs_x = tf.math.abs(v)
-        return tf.where(tf.math.less_equal(abs_x, 1.0), (1 - abs_x) * 2 * dy, tf.zeros_like(dy))
+        return _where(tf.math.less_equal(abs_x, 1.0), dy, (1 - abs_x) * 2 * dy)
     return _with_gradient(_forward("approx_sign"), gradient, x)
 
 

@@ -371,11 +371,22 @@ def test_quick_keras_section_compares_with_float_and_larq(tmp_path):
     cell = r"\| [0-9.]+ (ms|MB) \| [0-9.]+ (ms|MB) \| \*\*[0-9.]+\*\* \| <= [0-9.]+: "
     assert re.search(r"\| training step: QuantConv2D/QuantDense against float Conv2D/Dense "
                      r"\| %s \| 2 " % re.escape(tf.__version__) + cell, section)
-    assert re.search(r"\| peak memory \(VmHWM\) of a process that trains the network "
-                     r"\| %s \| 1 " % re.escape(tf.__version__) + cell, section)
+    peak = r"\| peak memory \(VmHWM\) of a process that trains: these layers against "
+    added = (r"\| memory training adds to the process \(VmHWM less RSS after imports\): "
+             r"these layers against ")
+    informative = r"\| [0-9.]+ MB \| [0-9.]+ MB \| \*\*[0-9.]+\*\* \| — \|"
+    version = re.escape(tf.__version__)
+    assert re.search(peak + r"float Conv2D/Dense \| %s \| 1 " % version + cell, section)
+    assert re.search(added + r"float Conv2D/Dense \| %s \| 1 " % version + informative,
+                     section)
     if "BENCH_PYTHON_215" in env:
         assert re.search(r"\| training step: these layers against larq 0.13.3's \| 2\.15\.[0-9]+ "
                          r"\| 2 " + cell, section)
+        assert re.search(peak + r"larq 0.13.3's layers \| 2\.15\.[0-9]+ \| 1 " + informative,
+                         section)
+        assert re.search(r"\| peak memory \(VmHWM\) of a process that trains: larq 0.13.3's "
+                         r"layers against float Conv2D/Dense \| 2\.15\.[0-9]+ \| 1 "
+                         + informative, section)
     else:
         assert ("larq's layers not measured" in section
                 or "these layers against larq 0.13.3's | 2.15." in section)
@@ -388,9 +399,12 @@ def test_keras_section_text_names_errors_and_goals(sections):
                  unit="ms", tensorflow="2.21.0", repeats=7),
             dict(comparison="peak memory: b", ours=400.0, theirs=410.0, ratio=0.98, goal=1.0,
                  unit="MB", tensorflow="2.21.0", repeats=2),
+            dict(comparison="memory added: c", ours=12.0, theirs=10.0, ratio=1.2, goal=None,
+                 unit="MB", tensorflow="2.21.0", repeats=5),
             {"error": "no TensorFlow 2.15 Python at x: larq's layers not measured"}]
     text = sections["report"]._keras_section(rows)  # pylint: disable=protected-access
     lines = text.splitlines()
     assert "| training step: a | 2.21.0 | 7 | 1.20 ms | 1.00 ms | **1.20** | <= 1.15: **not met** |" in lines
     assert "| peak memory: b | 2.21.0 | 2 | 400.00 MB | 410.00 MB | **0.98** | <= 1.00: met |" in lines
+    assert "| memory added: c | 2.21.0 | 5 | 12.00 MB | 10.00 MB | **1.20** | — |" in lines
     assert lines[-1] == "- no TensorFlow 2.15 Python at x: larq's layers not measured"
