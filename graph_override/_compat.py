@@ -16,6 +16,8 @@ from tensorflow.python.framework import function_def_to_graph as _function_def_t
 from tensorflow.python.framework import op_def_registry as _op_def_registry
 from tensorflow.python.framework import ops as _ops
 
+from tensorflow.python.eager import context as _context
+
 try:  # TensorFlow >= 2.13
     from tensorflow.python.eager import record as _record
 except ImportError:  # pragma: no cover - older releases
@@ -23,6 +25,7 @@ except ImportError:  # pragma: no cover - older releases
 
 __all__ = [
     "all_op_types",
+    "eager_scope",
     "freeze_concrete_function",
     "function_def_to_graph",
     "gradient_registry_entries",
@@ -173,3 +176,11 @@ def freeze_concrete_function(concrete_function):
     import) (private: tensorflow.python.framework.convert_to_constants)."""
     return _convert_to_constants.convert_variables_to_constants_v2(
         concrete_function, lower_control_flow=False)
+
+
+def eager_scope():
+    """A scope in which ops run eagerly whatever the caller's context: inside
+    a TF1 ``with graph.as_default():`` and with eager execution disabled
+    (private: ``tensorflow.python.eager.context.eager_mode``; no public scope
+    leaves a user's graph, ``tf.init_scope`` stays in it)."""
+    return _context.eager_mode()

@@ -5,9 +5,21 @@ record's `Doc` (graph_override/estimators/table.py).
 examples are executed by tests/docs/test_docs.py, in the mode the family needs.
 """
 
+import re
+
 from graph_override import estimators
 
 __all__ = ["docstring"]
+
+# Markdown (the API reference) reads "[dy > 0] [y > 0]" as a reference link
+# to "y > 0"; a product of Iverson brackets is rendered with its sign.
+_ADJACENT_BRACKETS = re.compile(r"\]([ \t]*\n?[ \t]*)\[")
+
+
+
+def _product(match):
+    return "] *" + (match.group(1) or " ") + "["
+
 
 _FAMILY = {
     "overrides": (
@@ -90,7 +102,8 @@ def docstring(name, family):
     if spec.op_types is not None:
         text.append("    RuleError: its gradient is asked of an op type it does not "
                     "cover (see the Forward line).")
-    text += ["", _example(name, family, doc)]
+    text = [_ADJACENT_BRACKETS.sub(_product, "\n".join(text)), "",
+            _example(name, family, doc)]
     if doc.paper:
         text += ["", "  Reference: " + doc.paper]
     return "\n".join(text) + "\n"

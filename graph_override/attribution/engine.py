@@ -9,7 +9,9 @@ nothing. The function runs the patched graph with the gradients the rules
 name (registered names, which `FrozenFunction` honours under a
 GradientTape), in eager mode, in tf.function and in a Session's process
 alike: a Session graph, its frozen `.pb` and the TF2 model with the same
-weights give the same maps.
+weights give the same maps. Construction and every call run eagerly in a
+scope of their own, so TF1 code may call them inside its
+``with graph.as_default():`` (or with eager execution disabled).
 """
 
 import inspect
@@ -17,6 +19,7 @@ import warnings
 
 import tensorflow as tf
 
+from graph_override import _compat
 from graph_override.attribution import gradcam, methods, models, targets
 from graph_override.attribution import rules as method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
@@ -67,6 +70,10 @@ class Explainer:
     """
 
     def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=()):
+        with _compat.eager_scope():  # a TF1 caller may be inside its graph.as_default()
+            self._init(model, inputs, outputs, session, rules)
+
+    def _init(self, model, inputs, outputs, session, rules):
         self._model = model
         self.rules = tuple(as_rules(rules)) if rules else ()
         self._graphs = {}
@@ -154,6 +161,10 @@ class Explainer:
           AttributionError: an unknown method or option, x of the wrong shape
             or dtype, a target or baseline that does not fit.
         """
+        with _compat.eager_scope():  # not the caller's graph: the maps are computed eagerly
+            return self._attribute(method, x, target, options)
+
+    def _attribute(self, method, x, target, options):
         spec = method_table.method_spec(method)
         run = _METHODS[spec.name]
         accepted = [p for p in inspect.signature(run).parameters if p not in

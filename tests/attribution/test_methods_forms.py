@@ -74,6 +74,27 @@ def test_the_session_form_matches_tf_gradients_in_the_session(cnn):
     session.close()
 
 
+@pytest.mark.parametrize("method,options", [("saliency", {}), ("guided_backprop", {}),
+                                            ("deeplift", {}), ("grad_cam", {})])
+def test_the_session_form_runs_inside_the_users_graph(cnn, forms, method, options):
+    """How TF1 code calls it: inside ``with graph.as_default():``, where
+    TensorFlow builds symbolic tensors; the maps are those made outside."""
+    session, x, logits = nets.cnn_session(cnn)
+    images = nets.images(3, seed=4)
+    expected = forms["session"].attribute(method, images, 1, **options)
+    with session.graph.as_default():
+        explainer = attribution.Explainer(session=session, inputs=x, outputs=logits)
+        in_graph = explainer.attribute(method, images, 1, **options)
+        one_call = getattr(attribution, method)(None, images, 1, session=session, inputs=x,
+                                                outputs=logits, **options)
+        assert not tf.executing_eagerly()  # the caller's graph mode is left as it was
+        assert tf.compat.v1.get_default_graph() is session.graph
+    for result in (in_graph, one_call):
+        np.testing.assert_array_equal(result.maps, expected.maps)
+        np.testing.assert_array_equal(result.outputs, expected.outputs)
+    session.close()
+
+
 def test_an_explainer_compiles_once_per_rule_set(forms):
     explainer = forms["pb"]
     x = nets.images(2, seed=3)

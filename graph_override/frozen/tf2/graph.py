@@ -302,7 +302,13 @@ def wrap(graph_def, feeds, fetches):
     graph = wrapped.graph
     feeds = [graph.as_graph_element(n) for n in feeds]
     fetches = [graph.as_graph_element(n) for n in fetches]
-    return (wrapped.prune(feeds=feeds, fetches=fetches), _specs(feeds), _specs(fetches))
+    specs = _specs(feeds)
+    # With the feeds' signature, a call binds its arguments at once; without
+    # one, TensorFlow first fails to bind them to an empty signature, formats
+    # every argument's value into the error it then discards, and retries
+    # (milliseconds per call for an image batch and a model's weights).
+    pruned = wrapped.prune(feeds=feeds, fetches=fetches, input_signature=(tuple(specs), {}))
+    return pruned, specs, _specs(fetches)
 
 
 def _specs(tensors):
