@@ -215,6 +215,34 @@ def test_deeplift_summation_to_delta_on_a_two_layer_net():
                                        err_msg="%s %s" % (op, family.__name__))
 
 
+# Passes over the activation each rule's gradient makes, dy * g included:
+# ops other than constants and slices along the batch (views). TensorFlow's
+# own gradient of a ReLU is one (ReluGrad); the fused kernels make guided_relu
+# three, the select with a scalar 0 makes deconv_relu two.
+PASSES = {("guided_relu", "Relu"): 3, ("guided_relu", "Relu6"): 3,
+          ("guided_relu", "LeakyRelu"): 3, ("deconv_relu", "Relu"): 2,
+          ("eps_lrp", "Relu"): 7, ("eps_lrp", "Relu6"): 7, ("deeplift_rescale", "Relu"): 12,
+          ("deeplift_rescale", "Relu6"): 12}
+FUSED = {"Relu": "ReluGrad", "Relu6": "Relu6Grad", "LeakyRelu": "LeakyReluGrad"}
+
+
+@pytest.mark.parametrize("rule,op", list(PASSES), ids=["%s-%s" % c for c in PASSES])
+def test_each_rule_makes_few_passes_over_the_activation(rule, op):
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [8, 5])
+        dy = tf.compat.v1.placeholder(tf.float32, [8, 5])
+        params = dict(go.estimators.normalize(rule, PARAMS[rule]), activation=op, alpha=ALPHA)
+        y = rules.forward(x, params)
+        before = len(g.get_operations())
+        go.estimators.gradient(rule, x, dy, params, y=y)
+        types = [o.type for o in g.get_operations()[before:]
+                 if o.type not in ("Const", "StridedSlice")]
+    assert len(types) <= PASSES[rule, op], types
+    assert not {"ZerosLike", "Fill", "LogicalAnd"} & set(types), types
+    if rule == "guided_relu":
+        assert FUSED[op] in types, types
+
+
 # ----------------------------------------------------------------- names
 
 @pytest.mark.parametrize("rule", ["guided_relu", "deconv_relu", "eps_lrp", "deeplift_rescale"])

@@ -11,6 +11,7 @@ function registered by name reads them from the op (`op_params`).
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.ops import gen_nn_ops  # the ReLUs' fused gradient kernels
 
 from graph_override.errors import RuleError
 from graph_override.estimators.ops import const, mask
@@ -79,20 +80,19 @@ def op_params(estimator, op_types, params, op):
 def derivative(op_type, x, y, alpha):
     """f'(x) of the activation, from x and y as TensorFlow's own gradient
     of that op computes it (ReluGrad, EluGrad, SeluGrad read y; Relu6 is 0 at
-    0 and at 6; LeakyRelu is alpha at x <= 0; Selu is its scale at 0)."""
+    0 and at 6; LeakyRelu is alpha at x <= 0; Selu is its scale at 0).
+
+    Each is one or two passes over the tensor: the ReLUs' own gradient
+    kernels applied to ones (1 * [mask] and 1 * alpha are exact), a select
+    with a scalar branch for Elu and Selu."""
     one = const(1.0, x)
-    if op_type == "Relu":
-        return mask(y > const(0.0, y), x)
-    if op_type == "Relu6":
-        return mask(tf.logical_and(y > const(0.0, y), y < const(6.0, y)), x)
-    if op_type == "LeakyRelu":  # alpha is a float32 attr, also on a float64 op
-        slope = const(float(np.float32(alpha)), x)
-        return tf.where(x > const(0.0, x), tf.ones_like(x), tf.fill(tf.shape(x), slope))
+    if op_type in _RELU_GRADS:
+        return _RELU_GRADS[op_type](tf.ones_like(x), x, y, alpha)
     if op_type == "Elu":  # EluGrad and SeluGrad: the y < 0 branch below 0 only
-        return tf.where(y < const(0.0, y), y + one, tf.ones_like(y))
+        return tf.where(y < const(0.0, y), y + one, one)
     if op_type == "Selu":
         return tf.where(y < const(0.0, y), y + const(SELU_SCALE * SELU_ALPHA, y),
-                        tf.fill(tf.shape(y), const(SELU_SCALE, y)))
+                        const(SELU_SCALE, y))
     if op_type == "Sigmoid":
         return y * (one - y)
     if op_type == "Tanh":
@@ -102,33 +102,48 @@ def derivative(op_type, x, y, alpha):
     raise ValueError("no derivative for op type %r" % op_type)
 
 
-def _positive_part(dy, g):
-    """dy * g where dy > 0, else +0."""
-    return tf.where(dy > const(0.0, dy), dy * g, tf.zeros_like(dy))
+# dy * f'(x) of the ReLUs, each TensorFlow's one fused gradient kernel:
+# ReluGrad is dy * [y > 0], Relu6Grad dy * [0 < y < 6] (0 < y < 6 exactly
+# where 0 < x < 6), LeakyReluGrad dy where x > 0 else dy * alpha (alpha, a
+# float32 attr, cast to the op's dtype). Each multiplies, so inf * 0 is NaN
+# as in dy * mask.
+_RELU_GRADS = {
+    "Relu": lambda dy, x, y, alpha: gen_nn_ops.relu_grad(dy, y),
+    "Relu6": lambda dy, x, y, alpha: gen_nn_ops.relu6_grad(dy, y),
+    "LeakyRelu": lambda dy, x, y, alpha: gen_nn_ops.leaky_relu_grad(
+        dy, x, alpha=float(np.float32(alpha))),
+}
+
+
+def deconv(x, dy, params, y):  # pylint: disable=unused-argument
+    """Deconvnet: dy * [dy > 0], whatever x: +0 where dy <= 0 or is NaN.
+
+    Two passes (a comparison and a select with a scalar 0). tf.nn.relu(dy)
+    would be one, but it keeps -0 and NaN, where the rule gives +0."""
+    return tf.where(dy > const(0.0, dy), dy, const(0.0, dy))
 
 
 def guided(x, dy, params, y):
     """Guided backpropagation: the op's own gradient applied to max(dy, 0),
-    dy * [dy > 0] * f'(x); for Relu dy * [dy > 0] * [y > 0]."""
-    return _positive_part(dy, derivative(params["activation"], x, y, params["alpha"]))
-
-
-def deconv(x, dy, params, y):  # pylint: disable=unused-argument
-    """Deconvnet: dy * [dy > 0], whatever x."""
-    return tf.where(dy > const(0.0, dy), dy, tf.zeros_like(dy))
+    dy * [dy > 0] * f'(x); for Relu dy * [dy > 0] * [y > 0]. The deconv
+    rule's +0 where dy <= 0, then the op's fused gradient kernel: three
+    passes."""
+    return _RELU_GRADS[params["activation"]](deconv(x, dy, params, y), x, y, params["alpha"])
 
 
 def _finite(g):
-    """g, with 0 where it is not finite (inf / inf, x = +-inf, NaN)."""
-    return tf.where(tf.math.is_finite(g), g, tf.zeros_like(g))
+    """g, with +0 where it is not finite (inf / inf, x = +-inf, NaN)."""
+    return tf.where(tf.math.is_finite(g), g, const(0.0, g))
 
 
 def eps_lrp_multiplier(x, params, y):
     """y / (x + epsilon * s(x)), s(x) = +1 where x >= 0 else -1; 0 where
-    that is not finite."""
-    zero, one = const(0.0, x), const(1.0, x)
-    s = tf.where(x >= zero, tf.fill(tf.shape(x), one), tf.fill(tf.shape(x), -one))
-    return _finite(y / (x + const(params["epsilon"], x) * s))
+    that is not finite. epsilon * s(x) is +-epsilon exactly, so the
+    denominator is x plus a select of two scalars: with the guard, six
+    passes."""
+    eps = params["epsilon"]
+    shift = tf.where(x >= const(0.0, x), const(eps, x), const(-eps, x))
+    return _finite(y / (x + shift))
 
 
 def _halves(x, where):
@@ -155,11 +170,34 @@ def _halves(x, where):
         return tf.identity(rows // 2)
 
 
+_SMALLEST_NORMAL = {tf.float16: 2.0 ** -14, tf.bfloat16: 2.0 ** -126, tf.float32: 2.0 ** -126,
+                    tf.float64: 2.0 ** -1022}
+
+
+def _at_least(size, threshold):
+    """size >= threshold and size > 0 (False for NaN), in one comparison
+    where the threshold is a positive normal number of size's dtype (it
+    rounds to 0 in float16 for the default 1e-10: size > 0 then)."""
+    t = const(threshold, size)
+    value = float(tf.get_static_value(t))
+    if value >= _SMALLEST_NORMAL[size.dtype.base_dtype]:
+        return size >= t
+    if value == 0.0:
+        return size > t
+    return tf.logical_and(size >= t, size > const(0.0, size))
+
+
 def rescale_multiplier(x, params, y):
     """The DeepLIFT rescale multipliers of a batch [inputs; references]:
     m = (y[:N] - y[N:]) / (x[:N] - x[N:]) where |x[:N] - x[N:]| >= threshold
     (and is not 0), else f'(x[:N]); 0 where m is not finite. Both halves get
-    m (concat([m, m])), as Captum's rule does."""
+    m (concat([m, m])), as Captum's rule does.
+
+    The halves are views (a slice along axis 0 shares its buffer); the
+    quotient is taken everywhere and the select keeps it only where |x - r|
+    is big (elsewhere it may be inf or NaN, never used), so one select
+    chooses between quotient and gradient and one more drops what is not
+    finite."""
     if tf.executing_eagerly():
         where = "its input"
     elif y.op.type == "Placeholder":  # the portable form's template, shared by nodes
@@ -168,10 +206,8 @@ def rescale_multiplier(x, params, y):
         where = "op %r" % y.op.name
     n = _halves(x, where)
     x_in, x_ref, y_in, y_ref = x[:n], x[n:], y[:n], y[n:]
-    delta_x, delta_y = x_in - x_ref, y_in - y_ref
-    size = tf.abs(delta_x)
-    big = tf.logical_and(size >= const(params["threshold"], x), size > const(0.0, x))
-    ratio = delta_y / tf.where(big, delta_x, tf.ones_like(delta_x))
-    m = _finite(tf.where(big, ratio, derivative(params["activation"], x_in, y_in,
-                                                params["alpha"])))
+    delta_x = x_in - x_ref
+    big = _at_least(tf.abs(delta_x), params["threshold"])
+    m = _finite(tf.where(big, (y_in - y_ref) / delta_x,
+                         derivative(params["activation"], x_in, y_in, params["alpha"])))
     return tf.concat([m, m], axis=0)
