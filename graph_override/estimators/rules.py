@@ -14,7 +14,7 @@ import tensorflow as tf
 from tensorflow.python.ops import gen_nn_ops  # the ReLUs' fused gradient kernels
 
 from graph_override.errors import RuleError
-from graph_override.estimators.ops import const, mask
+from graph_override.estimators.ops import const
 
 __all__ = ["ACTIVATIONS", "RELUS", "SELU_ALPHA", "SELU_SCALE", "build", "check_op_type",
            "deconv", "derivative", "eps_lrp_multiplier", "forward", "guided", "op_params",
