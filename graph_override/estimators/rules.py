@@ -11,7 +11,6 @@ function registered by name reads them from the op (`op_params`).
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.ops import gen_nn_ops  # the ReLUs' fused gradient kernels
 
 from graph_override.errors import RuleError
 from graph_override.estimators.ops import const
@@ -108,10 +107,10 @@ def derivative(op_type, x, y, alpha):
 # float32 attr, cast to the op's dtype). Each multiplies, so inf * 0 is NaN
 # as in dy * mask.
 _RELU_GRADS = {
-    "Relu": lambda dy, x, y, alpha: gen_nn_ops.relu_grad(dy, y),
-    "Relu6": lambda dy, x, y, alpha: gen_nn_ops.relu6_grad(dy, y),
-    "LeakyRelu": lambda dy, x, y, alpha: gen_nn_ops.leaky_relu_grad(
-        dy, x, alpha=float(np.float32(alpha))),
+    "Relu": lambda dy, x, y, alpha: tf.raw_ops.ReluGrad(gradients=dy, features=y),
+    "Relu6": lambda dy, x, y, alpha: tf.raw_ops.Relu6Grad(gradients=dy, features=y),
+    "LeakyRelu": lambda dy, x, y, alpha: tf.raw_ops.LeakyReluGrad(
+        gradients=dy, features=x, alpha=float(np.float32(alpha))),
 }
 
 

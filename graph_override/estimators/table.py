@@ -265,8 +265,8 @@ define(
                   "            the quotient is not finite (x = +-inf)"),
         row=("Relu, Relu6, LeakyRelu, Elu, Selu, Sigmoid, Tanh or Softplus (activation=)",
              "dy * y / (x + epsilon * s(x)), s(x) = +1 where x >= 0 else -1"),
-        example={"activation": "Tanh"}, values="[-0.9051483  0.         0.9051483]",
-        grads="[0.603392 0.       0.603392]",
+        example={"activation": "LeakyRelu"}, values="[-0.3  0.   1.5]",
+        grads="[0.19998667 0.         0.9999333 ]",
         paper="Bach et al., PLOS ONE 10(7), 2015; Ancona et al., Towards Better "
               "Understanding of Gradient-based Attribution Methods, ICLR 2018."))
 
@@ -291,8 +291,8 @@ define(
         row=("as eps_lrp; the batch holds [inputs; references]",
              "dy * concat([m, m]), m = (f(x) - f(r)) / (x - r) where abs(x - r) >= "
              "threshold, else f'(x)"),
-        example={"activation": "Tanh"}, x="[1.5, -1.0, 0.0, 0.0]",
-        values="[ 0.9051483 -0.7615942  0.         0.       ]",
-        grads="[0.60343224 0.7615942  0.60343224 0.7615942 ]",
+        example={"activation": "LeakyRelu"}, x="[1.5, -1.0, 0.0, 0.0]",
+        values="[ 1.5 -0.2  0.   0. ]",
+        grads="[1.  0.2 1.  0.2]",
         paper="Shrikumar et al., Learning Important Features Through Propagating "
               "Activation Differences, ICML 2017."))
