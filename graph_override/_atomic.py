@@ -49,6 +49,10 @@ _UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP,
 _RENAME_NOREPLACE, _RENAME_EXCHANGE, _AT_FDCWD = 1, 2, -100
 _NAME_MAX = 255
 _RANDOM = 8  # the characters tempfile adds
+# Room kept for the pid whatever this process's own: a pid fits in 10 digits
+# (2**31 - 1), so NAME is cut the same in every process and a crashed
+# writer's temporary, of a longer or shorter pid, is found again.
+_PID_DIGITS = 10
 
 
 def _umask():
@@ -60,10 +64,10 @@ def _umask():
 def temp_prefix(path, suffix=".tmp"):
     """The prefix of a hidden temporary sibling of `path`: ``.NAME.PID.``,
     NAME cut short enough that prefix, tempfile's random part and `suffix`
-    fit in one file name (255 bytes). The pid and the random part keep it
-    unique; `stale_names` finds it again."""
+    fit in one file name (255 bytes) whatever the pid's length. The pid and
+    the random part keep it unique; `stale_names` finds it again."""
     tail = ".%d." % os.getpid()
-    budget = _NAME_MAX - 1 - len(tail) - _RANDOM - len(suffix)
+    budget = _NAME_MAX - 1 - (_PID_DIGITS + 2) - _RANDOM - len(suffix)
     name = os.path.basename(path)
     while len(os.fsencode(name)) > budget:
         name = name[:-1]

@@ -4,8 +4,6 @@ import errno
 import os
 import re
 import stat
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -213,14 +211,29 @@ def test_every_legal_name_length_is_written(tmp_path, length):
     assert sorted(os.listdir(tmp_path)) == [name]
 
 
-def test_temporaries_of_long_names_are_unique_and_removed_when_stale(tmp_path):
-    name = "é" * 127  # 254 bytes
-    prefix = _atomic.temp_prefix(str(tmp_path / name))
-    assert len(os.fsencode(prefix)) + 8 + len(".tmp") <= 255
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    stale = prefix.replace(".%d." % os.getpid(), ".%s." % dead) + "abcdefgh.tmp"
+def _dead_pid(digits):
+    """A pid of `digits` digits that no process has here."""
+    for pid in range(10 ** (digits - 1), 10 ** digits):
+        if not _atomic._pid_running(pid):
+            return pid
+    pytest.skip("every %d-digit pid runs here" % digits)
+
+
+# A crashed writer's pid may be shorter or longer than this process's (up to
+# 10 digits, 2**31 - 1): its temporary must still fit and still be found.
+@pytest.mark.parametrize("digits", [1, 10])
+def test_temporaries_of_long_names_are_unique_and_removed_when_stale(tmp_path, monkeypatch,
+                                                                     digits):
+    name = "\u00e9" * 127  # 254 bytes
+    dead = _dead_pid(digits)
+    with monkeypatch.context() as patch:
+        patch.setattr(_atomic.os, "getpid", lambda: dead)
+        prefix = _atomic.temp_prefix(str(tmp_path / name))
+    assert prefix.endswith(".%d." % dead)
+    stale = prefix + "abcdefgh.tmp"
+    assert len(os.fsencode(stale)) <= 255
     (tmp_path / stale).write_bytes(b"half")
+    assert _atomic.stale_names(str(tmp_path / name)) == [(stale, dead)]
     atomic_write(str(tmp_path / name), b"data")
     assert sorted(os.listdir(tmp_path)) == [name]
 
