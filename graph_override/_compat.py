@@ -32,6 +32,7 @@ __all__ = [
     "gradient_registry_location",
     "gradient_registry_names",
     "has_gradient_entry",
+    "in_v1_control_flow",
     "is_op_type",
     "lookup_gradient",
     "op_def",
@@ -184,3 +185,14 @@ def eager_scope():
     (private: ``tensorflow.python.eager.context.eager_mode``; no public scope
     leaves a user's graph, ``tf.init_scope`` stays in it)."""
     return _context.eager_mode()
+
+
+def in_v1_control_flow(tensor):
+    """Whether ops built now in `tensor`'s graph, or `tensor`'s op, sit in a
+    TF1 control-flow context (a v1 while_loop or cond, or their gradients),
+    where TensorFlow does not route a function call's inputs between frames
+    (private:
+    ``Graph._get_control_flow_context``, ``Operation._get_control_flow_context``)."""
+    graph = tensor.graph
+    return (graph._get_control_flow_context() is not None  # pylint: disable=protected-access
+            or tensor.op._get_control_flow_context() is not None)  # pylint: disable=protected-access

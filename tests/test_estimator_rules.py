@@ -3,6 +3,8 @@ eps_lrp, deeplift_rescale): numpy references for every covered op type and
 both float widths, exact zeros and ties, the three families against each
 other, the built-in names, and the refusals."""
 
+import itertools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,6 +14,7 @@ from graph_override import (builtin_names, frozen, overrides, registry, stopgrad
                             testing, tf2)
 from graph_override.errors import RuleError
 from graph_override.estimators import rules
+from frozen_graphs import control_flow_v1
 
 SELU_SCALE, SELU_ALPHA = rules.SELU_SCALE, rules.SELU_ALPHA
 ALPHA = 0.3  # LeakyRelu's slope in these tests (TensorFlow's default is 0.2)
@@ -227,7 +230,9 @@ FUSED = {"Relu": "ReluGrad", "Relu6": "Relu6Grad", "LeakyRelu": "LeakyReluGrad"}
 
 
 @pytest.mark.parametrize("rule,op", list(PASSES), ids=["%s-%s" % c for c in PASSES])
-def test_each_rule_makes_few_passes_over_the_activation(rule, op):
+def test_each_rule_makes_few_passes_over_the_activation(rule, op, monkeypatch):
+    """The separate ops (float16, bfloat16, eager, a GPU, rules.FUSE off)."""
+    monkeypatch.setattr(rules, "FUSE", False)
     with tf.Graph().as_default() as g:
         x = tf.compat.v1.placeholder(tf.float32, [8, 5])
         dy = tf.compat.v1.placeholder(tf.float32, [8, 5])
@@ -241,6 +246,118 @@ def test_each_rule_makes_few_passes_over_the_activation(rule, op):
     assert not {"ZerosLike", "Fill", "LogicalAnd"} & set(types), types
     if rule == "guided_relu":
         assert FUSED[op] in types, types
+
+
+# --------------------------------------------------------- fused gradients
+
+# Every pair of x and r from SPECIAL (ties, +-0, subnormals, 6, +-inf, NaN),
+# each with every upstream gradient of UPSTREAM.
+SPECIAL = [-np.inf, -7.0, -2.0, -1e-45, -0.0, 0.0, 1e-45, 1e-11, 1.0, 3.0, 6.0, 7.0,
+           np.inf, np.nan]
+UPSTREAM = [-np.inf, -1.0, -0.0, 0.0, 2.0, np.inf, np.nan]
+
+
+def _special_grid(dtype):
+    xs, rs, ds = zip(*itertools.product(SPECIAL, SPECIAL, UPSTREAM))
+    return np.array(xs + rs, dtype), np.array(ds + ds, dtype)
+
+
+def _built_gradient(rule, op, x, dy, params):
+    """(dx, the number of XLA-compiled calls) of the rule's gradient built
+    into a tf.function, as a FrozenFunction or a Session builds it."""
+    @tf.function(autograph=False)
+    def dx(x, dy):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = getattr(tf2, rule)(x, activation=op, alpha=ALPHA, **params)
+        return tape.gradient(y, x, output_gradients=dy)
+    graph = dx.get_concrete_function(x, dy).graph
+    calls = [o for o in graph.get_operations() if o.type in ("PartitionedCall",
+                                                             "StatefulPartitionedCall")]
+    compiled = [o for o in calls if o.get_attr("_XlaMustCompile")]
+    return dx(x, dy).numpy(), len(compiled)
+
+
+def _bits(a):
+    return a.view({4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("rule,op", CASES, ids=["%s-%s" % c for c in CASES])
+def test_the_fused_gradient_has_the_bits_of_the_separate_ops(rule, op, dtype, monkeypatch):
+    x, dy = (tf.constant(a) for a in _special_grid(dtype))
+    monkeypatch.setattr(rules, "FUSE", False)
+    separate, none = _built_gradient(rule, op, x, dy, PARAMS[rule])
+    monkeypatch.setattr(rules, "FUSE", True)
+    fused, compiled = _built_gradient(rule, op, x, dy, PARAMS[rule])
+    assert none == 0
+    assert compiled == (rule in ("eps_lrp", "deeplift_rescale")
+                        and (rule, op) not in rules._UNFUSED)
+    mismatch = np.flatnonzero(_bits(separate) != _bits(fused))
+    assert mismatch.size == 0, [(x.numpy()[i], dy.numpy()[i], separate[i], fused[i])
+                                for i in mismatch[:5]]
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16], ids=["float16", "bfloat16"])
+def test_half_precision_keeps_the_separate_ops(dtype):
+    x = tf.constant([[-1.0, 0.5], [0.25, 2.0]], dtype)
+    _, compiled = _built_gradient("eps_lrp", "Relu", x, tf.ones_like(x), {})
+    assert compiled == 0
+
+
+def test_a_rule_in_a_session_fused_and_in_a_tf1_while_loop_separate():
+    """The overrides family in a TF1 graph: the gradient of a Relu before a
+    v1 while_loop is fused, the one of the Relu in its body is separate ops
+    (v1 control flow would not carry the call's inputs between its frames),
+    and both equal the separate ops'."""
+    def run(fuse):
+        rules.FUSE = fuse
+        try:
+            with tf.Graph().as_default() as g:
+                x = tf.compat.v1.placeholder(tf.float32, [None, 3])
+                name = overrides.gradient_name("eps_lrp", epsilon=0.01)
+
+                def body(i, h):
+                    with g.gradient_override_map({"Relu": name}):
+                        return i + 1, tf.nn.relu(h * 1.5 - 0.5)
+                with g.gradient_override_map({"Relu": name}):
+                    h = tf.nn.relu(x - 0.25)
+                with control_flow_v1():
+                    _, y = tf.compat.v1.while_loop(lambda i, h: i < 3, body, [0, h])
+                dx, = tf.gradients(tf.reduce_sum(y), x)
+                compiled = sum(1 for o in g.get_operations()
+                               if "PartitionedCall" in o.type and o.get_attr("_XlaMustCompile"))
+                with tf.compat.v1.Session() as sess:
+                    return sess.run(dx, {x: [[1.0, -0.25, 0.5], [2.0, 0.0, -1.0]]}), compiled
+        finally:
+            rules.FUSE = True
+    separate, none = run(False)
+    fused, compiled = run(True)
+    assert none == 0 and compiled == 1
+    np.testing.assert_array_equal(_bits(separate), _bits(fused))
+    assert np.any(separate != 0) and np.any(separate == 0)
+
+
+def test_a_fused_deeplift_checks_its_batch_outside_the_compiled_function():
+    """XLA drops an Assert: the odd-batch check of a batch unknown until run
+    stays a separate op, and a static odd batch still names the op."""
+    with tf.Graph().as_default() as g:
+        t = tf.compat.v1.placeholder(tf.float32, [None, 2])
+        with g.gradient_override_map({"Relu": overrides.gradient_name("deeplift_rescale")}):
+            y = tf.nn.relu(t, name="unit")
+        dx, = tf.gradients(y, t)
+        assert any(o.type == "Assert" for o in g.get_operations())
+        with tf.compat.v1.Session() as sess:
+            np.testing.assert_array_equal(sess.run(dx, {t: np.ones((4, 2))}), np.ones((4, 2)))
+            with pytest.raises(tf.errors.InvalidArgumentError,
+                               match="deeplift_rescale on op .*unit.*: the batch"):
+                sess.run(dx, {t: np.ones((3, 2))})
+    with tf.Graph().as_default() as g:
+        t = tf.compat.v1.placeholder(tf.float32, [3, 2])
+        with g.gradient_override_map({"Relu": overrides.gradient_name("deeplift_rescale")}):
+            y = tf.nn.relu(t, name="unit")
+        with pytest.raises(RuleError, match="deeplift_rescale on op 'unit': the batch"):
+            tf.gradients(y, t)
 
 
 # ----------------------------------------------------------------- names

@@ -13,6 +13,7 @@ does not hold raises `UnknownEstimatorError` everywhere.
 """
 
 import collections
+import functools
 
 import tensorflow as tf
 
@@ -92,11 +93,22 @@ def gradient_multiplier(estimator, x, params, y=None):
 
 
 def gradient(estimator, x, dy, params, y=None):
-    """dx for upstream gradient dy at input x (and output y, for a rule)."""
+    """dx for upstream gradient dy at input x (and output y, for a rule).
+    A rule's gradient built into a graph runs as one fused function where
+    that gives the same bits (`rules.fused_gradient`)."""
     s = spec(estimator)
+    if s.op_types is not None:
+        y = _reads(s, x, params, y)[0]
+        fused = rules.fused_gradient(s, x, dy, params, y, functools.partial(_gradient, s))
+        if fused is not None:
+            return fused
+    return _gradient(s, x, dy, params, y)
+
+
+def _gradient(s, x, dy, params, y, **extra):
     if not s.linear:
-        return s.gradient(x, dy, params, *_reads(s, x, params, y))
-    g = s.multiplier(x, params, *_reads(s, x, params, y))
+        return s.gradient(x, dy, params, *_reads(s, x, params, y), **extra)
+    g = s.multiplier(x, params, *_reads(s, x, params, y), **extra)
     return dy if g is None else dy * g
 
 
