@@ -380,7 +380,11 @@ def test_names_round_trip_through_map_rules():
     rule = frozen.parse_rule("Tanh=eps_lrp:epsilon=0.01")
     assert rule.target == "graph_override.eps_lrp(epsilon=0.01)"
     assert frozen.parse_rule("Relu=deeplift_rescale").target == (
-        "graph_override.deeplift_rescale(threshold=1e-10)")
+        "graph_override.deeplift_rescale(threshold=1e-10, shared_reference=False)")
+    # A name written before shared_reference existed still resolves, to its default.
+    assert builtin_names.builtin_setting("graph_override.deeplift_rescale(threshold=1e-10)") \
+        == ("deeplift_rescale", {"threshold": 1e-10, "shared_reference": False,
+                                 "activation": "Relu", "alpha": 0.2})
     assert frozen.parse_rule("Relu6=guided_relu").target == "graph_override.guided_relu()"
     with pytest.raises(RuleError, match="epsilon"):
         frozen.parse_rule("Tanh=eps_lrp:epsilon=0")
@@ -452,6 +456,70 @@ def test_deeplift_refuses_an_odd_batch():
                                match="deeplift_rescale on op .*unit.*: the batch .axis 0. "
                                      "has an odd number of rows"):
                 sess.run(dx, {t: np.ones((3, 2))})
+
+
+# One reference for all four inputs: a tie (0.25), differences exactly at the
+# threshold (0.0 - 0.25, 0.5 - 0.25), Relu6's 6 in the inputs.
+SHARED_REFERENCE = [0.25, 0.25]
+
+
+def _shared_reference_gradients(family, mode, op, dtype, shared):
+    """dx of the rule on [INPUTS; SHARED_REFERENCE] (N + 1 rows) with
+    shared_reference, or on [INPUTS; SHARED_REFERENCE x 4] (2N) without."""
+    refs = [SHARED_REFERENCE] * (1 if shared else len(INPUTS))
+    x = np.array(INPUTS + refs, dtype)
+    dy = np.concatenate([DY[:len(INPUTS)], DY[len(INPUTS):][:len(refs)]]).astype(dtype)
+    fn = lambda t: family.deeplift_rescale(  # noqa: E731
+        t, threshold=THRESHOLD, shared_reference=shared, activation=op, alpha=ALPHA)
+    return testing.evaluate(fn, x, mode, upstream=dy).gradients[0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
+@pytest.mark.parametrize("op", rules.ACTIVATIONS)
+def test_deeplift_with_a_shared_reference_equals_the_reference_repeated(op, dtype):
+    """N + 1 rows give the inputs' gradients of 2N rows bit for bit, in the
+    three families (the graph ones fused where that applies), and the
+    reference row 0 times dy. Tanh and Softplus to an ulp: TensorFlow's
+    kernels give the same input different last bits in their vector body and
+    their scalar tail (softplus(0.25) in float64 ends ...341 in a row of 8,
+    ...343 alone; tanh(0.25) ...821 and ...822),
+    r sits in the tail of one batch and the body of the other, and
+    f(x) - f(r) over x - r = 0.25 magnifies the ulp."""
+    n = len(INPUTS)
+    for family, mode in ((tf2, "eager"), (tf2, "function"), (stopgrad, "eager"),
+                         (overrides, "graph")):
+        shared = _shared_reference_gradients(family, mode, op, dtype, True)
+        repeated = _shared_reference_gradients(family, mode, op, dtype, False)
+        assert shared.shape == (n + 1, 2)
+        where = "%s %s" % (family.__name__, mode)
+        if op in ("Tanh", "Softplus"):
+            np.testing.assert_allclose(shared[:n], repeated[:n], rtol=64 * np.finfo(dtype).eps,
+                                       err_msg=where)
+        else:
+            np.testing.assert_array_equal(_bits(shared[:n]), _bits(repeated[:n]), err_msg=where)
+        np.testing.assert_array_equal(_bits(shared[n]), _bits((DY[n] * 0).astype(dtype)))
+    x, r = np.array(INPUTS, dtype), np.array(SHARED_REFERENCE, dtype)
+    assert np.any(x == r) and np.any(np.abs(x - r) == THRESHOLD)
+
+
+def test_deeplift_with_a_shared_reference_checks_its_batch():
+    with pytest.raises(RuleError, match="has 1 rows, fewer than 2.*\\[inputs; reference\\]"):
+        testing.evaluate(lambda t: tf2.deeplift_rescale(t, shared_reference=True),
+                         np.zeros((1, 2), np.float32), "eager")
+    with tf.Graph().as_default() as g:
+        t = tf.compat.v1.placeholder(tf.float32, [None, 2])
+        name = overrides.gradient_name("deeplift_rescale", shared_reference=True)
+        with g.gradient_override_map({"Relu": name}):
+            y = tf.nn.relu(t, name="unit")
+        dx, = tf.gradients(y, t, grad_ys=tf.ones_like(y))
+        with tf.compat.v1.Session() as sess:  # an odd batch is N + 1 rows here
+            np.testing.assert_array_equal(sess.run(dx, {t: [[1.0, -1.0], [2.0, 0.5],
+                                                            [0.0, 0.0]]}),
+                                          [[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+            with pytest.raises(tf.errors.InvalidArgumentError,
+                               match="deeplift_rescale on op .*unit.*: the batch .axis 0. "
+                                     "has fewer than 2 rows"):
+                sess.run(dx, {t: np.ones((1, 2))})
 
 
 def _graph():
@@ -565,7 +633,8 @@ def test_the_patch_command_maps_rules_and_refuses_what_cannot_work(tmp_path, cap
     names = {n.op: n.attr["_gradient_op_type"].s.decode() for n in frozen.load(out).node
              if "_gradient_op_type" in n.attr}
     assert names == {"Tanh": "graph_override.eps_lrp(epsilon=0.01)",
-                     "Relu6": "graph_override.deeplift_rescale(threshold=0.001)"}
+                     "Relu6": ("graph_override.deeplift_rescale(threshold=0.001, "
+                               "shared_reference=False)")}
     for argv, words in [(["--map", "MatMul=eps_lrp"], "eps_lrp on node 'MatMul' (op MatMul)"),
                         (["--portable", "--map", "Relu=deconv_relu"],
                          "deconv_relu cannot be made portable")]:

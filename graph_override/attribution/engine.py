@@ -174,6 +174,9 @@ class Explainer:
             raise AttributionError("%s takes no option %s; its options: %s" % (
                 spec.name, ", ".join(unknown), ", ".join(accepted) or "none"))
         rule_params = {k: options[k] for k in spec.options if k in options}
+        if spec.name == "deeplift":  # N + 1 rows where one baseline serves every input
+            rule_params["shared_reference"] = methods.one_reference(
+                options.get("baseline"), models.as_float_input(x))
         method_rules = method_table.rule_strings(spec.name, **rule_params)
         if rule_params:
             try:
@@ -181,16 +184,18 @@ class Explainer:
             except RuleError as e:
                 raise AttributionError("%s(%s): %s" % (spec.name, ", ".join(
                     "%s=%r" % kv for kv in rule_params.items()), e)) from e
-        context = _Context(self, models.as_float_input(x), spec, method_rules)
+        context = _Context(self, models.as_float_input(x), spec, method_rules,
+                           rule_params.get("shared_reference", False))
         return run(context, context.x, target, **options)
 
 
 class _Context:
     """One call: the input, the method's function, and how to run it."""
 
-    def __init__(self, explainer, x, spec, method_rules):
+    def __init__(self, explainer, x, spec, method_rules, shared_reference=False):
         self.explainer = explainer
         self.spec = spec
+        self.shared_reference = shared_reference
         self.function = explainer.function(x, method_rules)
         self.graph = explainer.model_graph(x)
         input_spec = self.function.specs()[0][0]
@@ -241,16 +246,22 @@ class _Context:
         return y.numpy(), scalars.numpy(), tf.convert_to_tensor(grads).numpy()
 
     def check_doubling(self, n):
-        """Refuses a fixed batch dimension that a batch of 2n cannot fill."""
+        """Refuses a fixed batch dimension that DeepLIFT's batch (the n
+        inputs, then one reference row or n) cannot fill."""
         size = self.input_spec.shape[0] if self.input_spec.shape.rank else None
-        if size is not None and size != 2 * n:
+        rows = n + 1 if self.shared_reference else 2 * n
+        if size is not None and size != rows:
+            if self.shared_reference:
+                how, fits = "n + 1 = %d (one baseline for all)" % rows, size - 1
+            else:
+                how, fits = "2 x %d (a baseline per example)" % n, size // 2
             raise AttributionError(
-                "%s: %s runs the inputs and their baselines in one batch of 2 x %d, but "
-                "the input %s has a fixed batch dimension of %d. Re-export the model with "
-                "a batch dimension of None (placeholder shape [None, ...])%s" % (
-                    self.graph.source, self.spec.name, n, self.graph.input, size,
-                    ", or pass batches of %d examples" % (size // 2) if size % 2 == 0
-                    else ""))
+                "%s: %s runs the inputs and their baselines in one batch of %s, but the "
+                "input %s has a fixed batch dimension of %d. Re-export the model with a "
+                "batch dimension of None (placeholder shape [None, ...])%s" % (
+                    self.graph.source, self.spec.name, how, self.graph.input, size,
+                    ", or pass batches of %d examples" % fits
+                    if fits >= 1 and (self.shared_reference or size % 2 == 0) else ""))
 
 
 def attribute(model, method, x, target=None, *, inputs=None, outputs=None, session=None,

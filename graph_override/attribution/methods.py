@@ -190,17 +190,31 @@ def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
     return _result(context, total.astype(x.dtype), outputs, target)
 
 
+def one_reference(baseline, x):
+    """Whether every example's baseline is the same, bit for bit (None and
+    a number are): DeepLIFT then runs one reference row for all the inputs,
+    N + 1 rows instead of 2N (``deeplift_rescale(shared_reference=True)``)."""
+    rows = target_lib.baseline_for(baseline, x)
+    flat = rows.reshape(rows.shape[0], -1).view("u%d" % rows.dtype.itemsize)
+    return bool(np.all(flat == flat[:1]))
+
+
 def deeplift(context, x, target, *, baseline=None):
     """DeepLIFT (rescale): inputs and baselines in one batch, the target on
-    the inputs' half, maps (x - b) times the inputs' half of the gradient."""
+    the inputs' part, maps (x - b) times the inputs' part of the gradient.
+    One baseline for all (zeros, a number, one example) is one row after
+    the inputs; baselines that differ are N rows."""
     n = x.shape[0]
     baseline = target_lib.baseline_for(baseline, x)
     target = context.resolve(target, x)
-    both, _, grads = context.gradient(np.concatenate([x, baseline]), target, first=n)
-    outputs = both[:n]
+    references = baseline[:1] if context.shared_reference else baseline
+    both, _, grads = context.gradient(np.concatenate([x, references]), target, first=n)
+    outputs, reference_outputs = both[:n], both[n:]
     maps = ((x - baseline) * grads[:n]).astype(x.dtype)
     concrete = np.argmax(outputs, axis=1) if isinstance(target, str) else target
+    if context.shared_reference:
+        reference_outputs = np.repeat(reference_outputs, n, axis=0)
     delta = maps.reshape(n, -1).sum(axis=1, dtype=np.float64) - (
         target_lib.values(outputs, concrete).astype(np.float64)
-        - target_lib.values(both[n:], concrete))
+        - target_lib.values(reference_outputs, concrete))
     return _result(context, maps, outputs, target, delta)

@@ -116,7 +116,8 @@ class MethodSpec:
 
     @property
     def options(self):
-        """The rule parameters a caller may set (e.g. ``("epsilon",)``)."""
+        """The rule parameters `rule_strings` takes (e.g. ``("epsilon",)``);
+        DeepLIFT's ``shared_reference`` is set by the engine from the baseline."""
         return tuple(sorted({k for _, params in self.rules.values() for k in params}))
 
 
@@ -145,7 +146,8 @@ METHODS = types.MappingProxyType({s.name: s for s in (
     _spec("eps_lrp", "eps_lrp", NONLINEAR_OPS, {"epsilon": 1e-4}, False, True,
           "epsilon-LRP as a modified gradient times input (Bach et al., 2015; "
           "Ancona et al., 2018)"),
-    _spec("deeplift", "deeplift_rescale", NONLINEAR_OPS, {}, True, True,
+    _spec("deeplift", "deeplift_rescale", NONLINEAR_OPS, {"shared_reference": False}, True,
+          True,
           "DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)"),
 )})
 

@@ -154,28 +154,36 @@ def _where(y):
     return "op %r" % y.op.name
 
 
-def _halves(x, where):
-    """N with x's batch (axis 0) holding 2N rows: RuleError now for a
-    static odd batch, an Assert op (a tf.errors.InvalidArgumentError when
-    run) for one unknown until then."""
-    hint = ("deeplift_rescale needs the inputs and their references in one batch, "
-            "[inputs; references] along axis 0 (tf.concat([x, baseline], 0))")
+def _inputs(x, where, shared):
+    """N, the inputs of x's batch (axis 0): [inputs; references] of 2N rows,
+    or with `shared` [inputs; reference] of N + 1. RuleError now for a
+    static batch that does not fit, an Assert op (a
+    tf.errors.InvalidArgumentError when run) for one unknown until then."""
+    if shared:
+        hint = ("deeplift_rescale(shared_reference=True) needs the inputs and then one "
+                "reference in one batch, [inputs; reference] along axis 0 "
+                "(tf.concat([x, baseline[None]], 0))")
+        wrong = "fewer than 2 rows"
+    else:
+        hint = ("deeplift_rescale needs the inputs and their references in one batch, "
+                "[inputs; references] along axis 0 (tf.concat([x, baseline], 0))")
+        wrong = "an odd number of rows"
     if x.shape.rank == 0:
         raise RuleError("deeplift_rescale on %s: the input is a scalar, it has no batch "
                         "axis. %s" % (where, hint))
     rows = x.shape[0] if x.shape.rank is not None else None
-    if rows is not None:
-        if rows % 2:
-            raise RuleError("deeplift_rescale on %s: the batch (axis 0) has %d rows, an "
-                            "odd number. %s" % (where, rows, hint))
-        return rows // 2
-    rows = tf.shape(x, out_type=tf.int32)[0]
-    even = tf.equal(tf.math.floormod(rows, 2), 0)
-    check = tf.raw_ops.Assert(condition=even, data=[tf.constant(
-        "deeplift_rescale on %s: the batch (axis 0) has an odd number of rows. %s"
-        % (where, hint))], summarize=1)
-    with tf.control_dependencies([check]):
-        return tf.identity(rows // 2)
+    if rows is None:
+        rows = tf.shape(x, out_type=tf.int32)[0]
+        fits = rows >= 2 if shared else tf.equal(tf.math.floormod(rows, 2), 0)
+        check = tf.raw_ops.Assert(condition=fits, data=[tf.constant(
+            "deeplift_rescale on %s: the batch (axis 0) has %s. %s" % (where, wrong, hint))],
+            summarize=1)
+        with tf.control_dependencies([check]):
+            rows = tf.identity(rows)
+    elif (rows < 2) if shared else (rows % 2):
+        raise RuleError("deeplift_rescale on %s: the batch (axis 0) has %d rows, %s. %s" % (
+            where, rows, "fewer than 2" if shared else "an odd number", hint))
+    return rows - 1 if shared else rows // 2
 
 
 _SMALLEST_NORMAL = {tf.float16: 2.0 ** -14, tf.bfloat16: 2.0 ** -126, tf.float32: 2.0 ** -126,
@@ -199,21 +207,24 @@ def rescale_multiplier(x, params, y, n=None):
     """The DeepLIFT rescale multipliers of a batch [inputs; references]:
     m = (y[:N] - y[N:]) / (x[:N] - x[N:]) where |x[:N] - x[N:]| >= threshold
     (and is not 0), else f'(x[:N]); 0 where m is not finite. Both halves get
-    m (concat([m, m])), as Captum's rule does.
+    m (concat([m, m])), as Captum's rule does. With ``shared_reference`` the
+    batch is [inputs; reference], N + 1 rows: the last row is r for every
+    input (broadcast), and gets 0.
 
     The halves are views (a slice along axis 0 shares its buffer); the
     quotient is taken everywhere and the select keeps it only where |x - r|
     is big (elsewhere it may be inf or NaN, never used), so one select
     chooses between quotient and gradient and one more drops what is not
-    finite."""
+    finite. `n`: N, where the caller has checked the batch."""
+    shared = params.get("shared_reference", False)
     if n is None:
-        n = _halves(x, _where(y))
+        n = _inputs(x, _where(y), shared)
     x_in, x_ref, y_in, y_ref = x[:n], x[n:], y[:n], y[n:]
     delta_x = x_in - x_ref
     big = _at_least(tf.abs(delta_x), params["threshold"])
     m = _finite(tf.where(big, (y_in - y_ref) / delta_x,
                          derivative(params["activation"], x_in, y_in, params["alpha"])))
-    return tf.concat([m, m], axis=0)
+    return tf.concat([m, tf.zeros_like(x_ref) if shared else m], axis=0)
 
 
 # --- fused gradients ------------------------------------------------------
@@ -271,17 +282,18 @@ def fused_gradient(spec, x, dy, params, y, plain):
     key = (spec.name, tuple(sorted(params.items())))
     function = _fused_functions.get(key)
     if function is None:
-        halves = spec.name == "deeplift_rescale"
-
         def fused(x, dy, y):
-            extra = {"n": tf.shape(x, out_type=tf.int32)[0] // 2} if halves else {}
+            extra = {}
+            if spec.name == "deeplift_rescale":
+                rows = tf.shape(x, out_type=tf.int32)[0]
+                extra["n"] = rows - 1 if params["shared_reference"] else rows // 2
             return plain(x, dy, params, y, **extra)
 
         function = tf.function(fused, jit_compile=True, autograph=False,
                                reduce_retracing=True)
         _fused_functions[key] = function
     if spec.name == "deeplift_rescale":
-        n = _halves(x, _where(y))
+        n = _inputs(x, _where(y), params["shared_reference"])
         if isinstance(n, tf.Tensor):
             with tf.control_dependencies([n]):
                 return function(x, dy, y)

@@ -277,6 +277,10 @@ define(
                    "      Captum's eps=1e-10 (captum/attr/_core/deep_lift.py, nonlinear); "
                    "DeepExplain\n      uses 1e-5 (and f' at (x + r) / 2), SHAP's deep_tf "
                    "1e-6.", positive=True),
+            flag("shared_reference", False,
+                 "True: the batch is [inputs; reference], N + 1 rows, its last row\n"
+                 "      the one reference of every input (a baseline shared by all, as\n"
+                 "      zeros); False: [inputs; references], 2N rows."),
             _activation(rules.ACTIVATIONS), _ALPHA],
     forward=lambda x, p: rules.forward(x, p), multiplier=rules.rescale_multiplier,
     build=rules.build,
@@ -284,11 +288,13 @@ define(
         summary="The DeepLIFT rescale rule, inputs and references in one batch.",
         forward=(_OP_FORWARD + "; its batch (axis 0) holds [inputs; references],\n"
                  "            2N rows (an odd batch raises RuleError, or fails when run "
-                 "if unknown\n            until then)"),
+                 "if unknown\n            until then), or with shared_reference [inputs; "
+                 "reference], N + 1"),
         gradient=("dx = dy concat([m, m]), m = (y[:N] - y[N:]) / (x[:N] - x[N:]) where\n"
                   "            |x[:N] - x[N:]| >= threshold, else f'(x[:N]) (Captum's "
-                  "rule); 0 where m\n            is not finite"),
-        row=("as eps_lrp; the batch holds [inputs; references]",
+                  "rule); 0 where m\n            is not finite. shared_reference: r = "
+                  "x[N] for every input,\n            dx = dy concat([m, 0])"),
+        row=("as eps_lrp; the batch holds [inputs; references] (or [inputs; reference])",
              "dy * concat([m, m]), m = (f(x) - f(r)) / (x - r) where abs(x - r) >= "
              "threshold, else f'(x)"),
         example={"activation": "LeakyRelu"}, x="[1.5, -1.0, 0.0, 0.0]",

@@ -216,9 +216,21 @@ def test_a_fixed_batch_is_refused_by_deeplift_and_enforced_elsewhere():
     explainer = attribution.Explainer(graph_def, inputs="x", outputs="logits")
     assert explainer.attribute("saliency", X[:1]).maps.shape == (1, 3)
     with pytest.raises(AttributionError, match=r"deeplift runs the inputs and their baselines "
-                                               r"in one batch of 2 x 1, but the input x:0 has "
-                                               r"a fixed batch dimension of 1"):
+                                               r"in one batch of n \+ 1 = 2 \(one baseline for "
+                                               r"all\), but the input x:0 has a fixed batch "
+                                               r"dimension of 1. Re-export .*None"):
         explainer.attribute("deeplift", X[:1])
+    # A batch of 4 rows: 3 inputs and one shared baseline, or 2 and 2 baselines.
+    fixed = attribution.Explainer(
+        nets.dense_graph_def(nets.dense_params([3, 4, 2], 0), "relu", batch=4),
+        inputs="x", outputs="logits")
+    assert fixed.attribute("deeplift", X[:3], target=0).maps.shape == (3, 3)
+    distinct = np.stack([X[0] * 0.5, X[1] * 0.25])
+    assert fixed.attribute("deeplift", X[:2], target=0, baseline=distinct).maps.shape == (2, 3)
+    with pytest.raises(AttributionError, match=r"one batch of 2 x 3 \(a baseline per example"
+                                               r"\), .* fixed batch dimension of 4. .*or pass "
+                                               r"batches of 2 examples"):
+        fixed.attribute("deeplift", X[:3], baseline=np.stack([X[0], X[1], X[2]]) * 0.5)
     with pytest.raises(AttributionError, match="x has 2 examples; .* fixed batch dimension "
                                                "of 1: pass batches of that size"):
         explainer.attribute("saliency", X[:2])
@@ -275,3 +287,30 @@ def test_each_one_call_function_takes_its_methods_options_and_passes_them_on(net
         np.testing.assert_array_equal(result.maps, expected.maps, err_msg=name)
     with pytest.raises(AttributionError, match="already has its model"):
         attribution.saliency(net, X, inputs="x")
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_deeplift_runs_one_reference_row_for_a_shared_baseline(activation, monkeypatch):
+    """Zeros, a number, one example, or identical rows: one reference row
+    after the inputs (test_a_fixed_batch_is_refused_by_deeplift_... shows
+    N + 1 rows fill the batch), with the maps and deltas of the 2N-row batch,
+    bit for bit on ReLU, to an ulp on Tanh (its kernel rounds by position in
+    the tensor). Rows that differ, even by the sign of a zero, keep 2N."""
+    graph_def = nets.dense_graph_def(nets.dense_params([3, 4, 2], 1), activation)
+    explainer = attribution.Explainer(graph_def, inputs="x", outputs="logits")
+    for baseline in (None, 0.25, X[0], np.stack([X[0]] * len(X))):
+        assert methods.one_reference(baseline, X)
+        shared = explainer.attribute("deeplift", X, target=1, baseline=baseline)
+        with monkeypatch.context() as patch:
+            patch.setattr(methods, "one_reference", lambda b, x: False)
+            doubled = explainer.attribute("deeplift", X, target=1, baseline=baseline)
+        if activation == "relu":
+            np.testing.assert_array_equal(shared.maps, doubled.maps)
+            np.testing.assert_array_equal(shared.delta, doubled.delta)
+        np.testing.assert_allclose(shared.maps, doubled.maps, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(shared.delta, doubled.delta, atol=1e-6)
+        assert np.all(np.abs(shared.delta) < 1e-5) and np.any(shared.maps != 0)
+    assert not methods.one_reference(np.stack([X[0], X[1], X[0], X[0]]), X)
+    signed = np.zeros_like(X)
+    signed[1, 0] = -0.0
+    assert not methods.one_reference(signed, X)

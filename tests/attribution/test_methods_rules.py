@@ -28,6 +28,9 @@ def test_rule_strings_carry_defaults_and_overrides():
     assert rules.rule_strings("guided_backprop") == [
         "Relu=guided_relu", "Relu6=guided_relu", "LeakyRelu=guided_relu"]
     assert rules.rule_strings("saliency") == []
+    assert rules.rule_strings("deeplift")[0] == "Relu=deeplift_rescale:shared_reference=False"
+    assert rules.rule_strings("deeplift", shared_reference=True)[-1] == (
+        "Softplus=deeplift_rescale:shared_reference=True")
 
 
 def test_unknown_method_suggests_the_nearest():
@@ -39,6 +42,9 @@ def test_unknown_method_suggests_the_nearest():
 
 def test_unknown_rule_parameter_is_refused():
     with pytest.raises(AttributionError, match="takes no rule parameter epsilon; it takes none"):
+        rules.rule_strings("guided_backprop", epsilon=0.1)
+    with pytest.raises(AttributionError, match="takes no rule parameter epsilon; it takes "
+                                               "shared_reference"):
         rules.rule_strings("deeplift", epsilon=0.1)
 
 
