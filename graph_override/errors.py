@@ -156,4 +156,4 @@ class AttributionError(GraphOverrideError, ValueError):
     """An attribution method (graph_override.attribution) was given a model,
     method, input, target or baseline it cannot use: an unknown method, an
     input of the wrong shape, a target class out of range, a batch dimension
-    DeepLIFT cannot double; the message names the argument and what to do."""
+    DeepLIFT's batch of inputs and baselines cannot fill; the message names the argument and what to do."""

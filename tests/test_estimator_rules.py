@@ -559,10 +559,14 @@ def _family_net(x, rule, params):
     return testing.evaluate(net, x, "eager")
 
 
-@pytest.mark.parametrize("rule", ["eps_lrp", "deeplift_rescale"])
-def test_patch_with_map_and_the_portable_form_equal_the_family(rule):
+PORTABLE = [("eps_lrp", PARAMS["eps_lrp"]), ("deeplift_rescale", PARAMS["deeplift_rescale"]),
+            ("deeplift_rescale", dict(PARAMS["deeplift_rescale"], shared_reference=True))]
+
+
+@pytest.mark.parametrize("rule,params", PORTABLE, ids=["eps_lrp", "deeplift", "deeplift-shared"])
+def test_patch_with_map_and_the_portable_form_equal_the_family(rule, params):
     x = np.random.RandomState(4).randn(6, 3).astype(np.float32)
-    maps = ["%s=%s:%s" % (op, rule, ",".join("%s=%r" % kv for kv in PARAMS[rule].items()))
+    maps = ["%s=%s:%s" % (op, rule, ",".join("%s=%r" % kv for kv in params.items()))
             for op in ("Relu", "Tanh", "Sigmoid", "Elu", "Softplus", "LeakyRelu", "Selu",
                        "Relu6")]
     patched, report = frozen.patch(_graph(), maps)
@@ -571,7 +575,7 @@ def test_patch_with_map_and_the_portable_form_equal_the_family(rule):
     y0, _ = _run_frozen(_graph(), x, plain=True)
     y1, dx1 = _run_frozen(patched, x)
     y2, dx2 = _run_frozen(portable, x, plain=True)
-    want = _family_net(x, rule, PARAMS[rule])
+    want = _family_net(x, rule, params)
     np.testing.assert_array_equal(y1, y0)
     np.testing.assert_array_equal(y2, y0)
     # The same products in the same order: measured bitwise equal under

@@ -38,8 +38,8 @@ in more cases; DeepExplain's numbers and ours agree.
 
 FusedBatchNorm(V3) is linear (an affine map of its input) only in inference
 mode, ``is_training=False``, as in every frozen model; in training mode it
-normalizes by the batch's own statistics, and DeepLIFT's doubled batch would
-mix inputs and references. Mul and RealDiv are listed because in a frozen graph
+normalizes by the batch's own statistics, and DeepLIFT's batch of inputs and
+references would mix them. Mul and RealDiv are listed because in a frozen graph
 one operand is a constant (a folded batch norm, a scale); a product of two
 activations is not linear, and every method then uses its plain gradient
 (the convention of DeepExplain and Captum for ops they do not know).
