@@ -1,6 +1,7 @@
 """`graph-override explain`: maps from .npy to .npy, checked against numpy
 references on a small ReLU network, files written atomically or not at all,
-the picture, the coverage warning and the usage errors."""
+the picture, the coverage warning and the usage errors (those found before TensorFlow is
+imported: test_cli_explain_usage.py)."""
 
 import itertools
 import os
@@ -250,10 +251,3 @@ def test_signed_maps_get_a_diverging_colormap_centred_at_zero():
     assert _picture._heat(np.zeros((2, 2)))[2:] == (0.0, 1.0)  # all zero: no 0/0
     summed = _picture._heat(np.ones((2, 2, 3)))[0]
     assert summed.shape == (2, 2) and (summed == 3.0).all()
-
-
-def test_without_matplotlib_png_is_refused_before_any_work(files, capsys, monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
-    code, _, err = _explain(capsys, "saliency", "--png", "maps.png")
-    assert code == 2 and "--png needs matplotlib" in err and "graph_override[scripts]" in err
-    assert not os.path.exists("maps.npy")
