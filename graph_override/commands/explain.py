@@ -15,7 +15,9 @@ DESCRIPTION = (
     "data's shape (Grad-CAM: the layer's), to OUT (.npy), atomically: OUT is the\n"
     "complete array or not there; an existing OUT is replaced only with --force,\n"
     "and MODEL, --data and --baseline never. --png draws each input beside its map\n"
-    "(a row per example, the first 16; needs matplotlib).\n"
+    "(a row per example, the first 16; needs matplotlib). The picture is drawn\n"
+    "before anything is written, and OUT and PNG are written both or neither: if\n"
+    "one fails, the other is as it was before the run.\n"
     "\n"
     "Methods: saliency, gradient_input, integrated_gradients (--baseline, --steps),\n"
     "smoothgrad, guided_backprop, deconvnet, eps_lrp, deeplift (--baseline),\n"
@@ -31,8 +33,9 @@ DESCRIPTION = (
     "Exit status: 0 written; 1 the model cannot be run or differentiated as asked;\n"
     "2 bad usage: an unknown method, unreadable MODEL or .npy, data or baseline of\n"
     "the wrong shape or dtype, a class out of range, a name not in the graph, OUT\n"
-    "exists (without --force). Usage errors that need no model are reported\n"
-    "before TensorFlow is imported, at once.")
+    "exists (without --force), OUT or PNG cannot be written or the picture drawn\n"
+    "(nothing written). Usage errors that need no model are reported before\n"
+    "TensorFlow is imported, at once.")
 EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method guided_backprop --data x.npy -o maps.npy --png maps.png
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method deeplift --data x.npy --baseline zeros --target 3 -o maps.npy
@@ -227,9 +230,40 @@ def _warn_coverage(args, graph, spec, user_ops):
               file=sys.stderr)
 
 
-def _write(path, data, force):
-    from graph_override._atomic import atomic_write  # pylint: disable=import-outside-toplevel
-    atomic_write(path, data, keep_mode=False, exclusive=not force)
+def _picture_bytes(args, x, result, method):
+    """The PNG of --png, drawn in memory before anything is written;
+    AttributionError (nothing written) if matplotlib fails to draw it."""
+    from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
+    try:
+        return _picture.draw(x, result.maps, method=method, targets=result.targets,
+                             title=os.path.basename(args.model))
+    except Exception as e:  # pylint: disable=broad-except  # whatever matplotlib raises
+        raise AttributionError("--png %s: matplotlib failed to draw the picture (%s: %s); "
+                               "nothing was written. Leave out --png to get the maps "
+                               "alone" % (args.png, type(e).__name__, e)) from e
+
+
+def _write(args, maps, picture):
+    """Writes the maps and the picture, both or neither (`_atomic_group`);
+    None, or why they could not be written."""
+    from graph_override._atomic_group import write_all  # pylint: disable=import-outside-toplevel
+    files = [("-o", args.output, maps)] + ([("--png", args.png, picture)] if args.png else [])
+    try:
+        write_all([(path, data) for _, path, data in files], replace=args.force,
+                  keep_mode=False)
+    except OSError as e:
+        if e.__cause__ is not None:  # a file written first could not be put back
+            return str(e)
+        flag, path = next(((f, p) for f, p, _ in files if e.filename is not None
+                           and _same(p, e.filename)), files[-1][:2])
+        reason = ("appeared while the maps were computed (another process?)"
+                  if isinstance(e, FileExistsError) else
+                  "cannot be written: %s" % (os.strerror(e.errno) if e.errno else e))
+        return "%s %s: %s; %s" % (flag, path, reason, "nothing was written" if len(files) == 1
+                                  else "neither %s nor %s was written (both are as they were "
+                                       "before this run)" % (args.output, args.png))
+    return None
 
 
 def _summary(args, spec, result):
@@ -263,14 +297,10 @@ def _run(args):
     result = explainer.attribute(spec.name, args.data_array, args.target, **options)
     buffer = io.BytesIO()
     np.save(buffer, result.maps, allow_pickle=False)
-    picture = None
-    if args.png:
-        from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
-        picture = _picture.draw(args.data_array, result.maps, method=spec.name,
-                                targets=result.targets, title=os.path.basename(args.model))
-    _write(args.output, buffer.getvalue(), args.force)
-    if picture is not None:
-        _write(args.png, picture, args.force)
+    picture = _picture_bytes(args, args.data_array, result, spec.name) if args.png else None
+    message = _write(args, buffer.getvalue(), picture)
+    if message is not None:
+        return _usage(message)
     print(_summary(args, spec, result))
     return 0
 
@@ -284,7 +314,7 @@ def run(args):
         return _usage(message)
     try:
         return _run(args)
-    except (AttributionError, RuleError, UnknownOpTypeError, FileExistsError) as e:
+    except (AttributionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     except ConversionError as e:
         if getattr(e, "usage", False):
