@@ -38,11 +38,12 @@ import tempfile
 
 from graph_override.errors import SpecialFileError
 
-__all__ = [ "atomic_write", "file_kind", "naming", "refuse_special",
+__all__ = ["NO_LINKS", "atomic_write", "file_kind", "naming", "refuse_special",
            "rename_exchange", "rename_noreplace", "stale_names", "temp_prefix"]
 
-_NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,
-             getattr(errno, "ENOTSUP", errno.EOPNOTSUPP))
+# What os.link answers where the file system has no hard links.
+NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,
+            getattr(errno, "ENOTSUP", errno.EOPNOTSUPP))
 # renameat2 answers these where the kernel or the file system lacks a flag.
 _UNSUPPORTED = (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP,
                 getattr(errno, "ENOTSUP", errno.EOPNOTSUPP))
@@ -225,7 +226,7 @@ def _move_exclusive(tmp, path):
     except FileExistsError:
         raise
     except OSError as e:
-        if e.errno not in _NO_LINKS:
+        if e.errno not in NO_LINKS:
             raise
     # The last resort: claim the name with O_EXCL, then move the finished
     # file over the (empty) claim at once.

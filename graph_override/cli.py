@@ -1,15 +1,17 @@
 """The `graph-override` command line.
 
 Each command lives in `graph_override.commands.<name>` and provides HELP,
-DESCRIPTION, EPILOG, ``configure(parser)`` and ``run(args) -> int``; a module
-added to that package is a command. Exit status: 0 success, 1 a finding or a
-failed check, 2 bad usage or unreadable input (a TensorFlow that does not
-import included).
+DESCRIPTION, EPILOG, ``configure(parser)`` and ``run(args) -> int``, and may
+provide ``check(args) -> message or None``, the usage errors it can find
+without TensorFlow; a module added to that package is a command. Exit
+status: 0 success, 1 a finding or a failed check, 2 bad usage or unreadable
+input (a TensorFlow that does not import included).
 
 Start-up is cheap: the arguments are parsed before anything heavy is
-imported, so ``--help``, ``--version``, a mistyped argument and the whole of
-``migrate`` (which only parses source code) never import TensorFlow. Every
-other command gets TensorFlow imported, quietly, just before it runs.
+imported, so ``--help``, ``--version``, a mistyped argument, what a
+command's ``check`` refuses and the whole of ``migrate`` (which only parses
+source code) never import TensorFlow. Every other command gets TensorFlow
+imported, quietly, just before it runs.
 """
 
 import argparse
@@ -113,7 +115,7 @@ def _parser(modules):
                            epilog=module.EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         module.configure(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _check=getattr(module, "check", None))
     return parser
 
 
@@ -188,6 +190,13 @@ def main(argv=None):
     modules = {name: importlib.import_module("graph_override.commands." + name)
                for name in _modules_needed(argv)}
     args = _parser(modules).parse_args(argv)
+    check = getattr(args, "_check", None)
+    if check is not None:
+        message = check(args)
+        if message is not None:  # names from the user's files: escaped, as below
+            print("graph-override %s: error: %s" % (args.command, message),
+                  file=EscapingStream(sys.stderr))
+            return EXIT_USAGE
     if args.command not in WITHOUT_TENSORFLOW:
         message = _tensorflow_or_error(args.command)
         if message is not None:

@@ -263,7 +263,8 @@ def render(rows):
             "first example's top class), as PAIR's GuidedBackprop differentiates one "
             "output tensor. graph_override's methods run through one "
             "`attribution.Explainer` per process (`first call` includes patching and "
-            "building the function)." % (r0["size"], r0["size"], r0["alpha"], r0["repeats"]))
+            "building the function); DeepLIFT's baseline is zeros, one reference row "
+            "after the inputs." % (r0["size"], r0["size"], r0["alpha"], r0["repeats"]))
     for r in rows:
         out.append("")
         out.append("### Batch %d (TensorFlow %s)" % (r["batch"], r["tensorflow"]))

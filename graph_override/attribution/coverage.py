@@ -49,6 +49,7 @@ from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.functions import (CALL_OPS, CONTROL_FLOW_OPS,
                                                       called_functions)
 from graph_override.frozen.graphdef.io import load
+from graph_override.frozen.graphdef.views import ancestors
 from graph_override.frozen.inspection.inspector import _may_carry_gradient, inspect
 from graph_override.frozen.inspection.report import table
 from graph_override.frozen.tf2.graph import check_names
@@ -169,13 +170,8 @@ def _path(graph_def, inputs, outputs):
         below.add(name)
         if name in starts or _may_carry_gradient(nodes[name]):
             todo.extend(consumers[name])
-    above, todo = set(), [_base(o) for o in outputs]
-    while todo:
-        name = todo.pop()
-        if name in above or name not in nodes:
-            continue
-        above.add(name)
-        todo.extend(_base(i) for i in nodes[name].input if not i.startswith("^"))
+    above = set(ancestors({n.name: n.input for n in graph_def.node},
+                          [_base(o) for o in outputs], control=False))
     return [n for n in graph_def.node if n.name in below and n.name in above]
 
 

@@ -4,6 +4,7 @@
 import argparse
 import io
 import os
+import stat
 import sys
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
@@ -14,7 +15,9 @@ DESCRIPTION = (
     "data's shape (Grad-CAM: the layer's), to OUT (.npy), atomically: OUT is the\n"
     "complete array or not there; an existing OUT is replaced only with --force,\n"
     "and MODEL, --data and --baseline never. --png draws each input beside its map\n"
-    "(a row per example, the first 16; needs matplotlib).\n"
+    "(a row per example, the first 16; needs matplotlib). The picture is drawn\n"
+    "before anything is written, and OUT and PNG are written both or neither: if\n"
+    "one fails, the other is as it was before the run.\n"
     "\n"
     "Methods: saliency, gradient_input, integrated_gradients (--baseline, --steps),\n"
     "smoothgrad, guided_backprop, deconvnet, eps_lrp, deeplift (--baseline),\n"
@@ -30,7 +33,9 @@ DESCRIPTION = (
     "Exit status: 0 written; 1 the model cannot be run or differentiated as asked;\n"
     "2 bad usage: an unknown method, unreadable MODEL or .npy, data or baseline of\n"
     "the wrong shape or dtype, a class out of range, a name not in the graph, OUT\n"
-    "exists (without --force).")
+    "exists (without --force), OUT or PNG cannot be written or the picture drawn\n"
+    "(nothing written). Usage errors that need no model are reported before\n"
+    "TensorFlow is imported, at once.")
 EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method guided_backprop --data x.npy -o maps.npy --png maps.png
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method deeplift --data x.npy --baseline zeros --target 3 -o maps.npy
@@ -42,8 +47,10 @@ def _target(text):
     try:
         values = [int(t) for t in text.split(",")]
     except ValueError:
+        values = [-1]
+    if min(values) < 0:
         raise argparse.ArgumentTypeError(
-            "expected a class index K or K1,K2,... (one per example), got %r" % text) from None
+            "expected a class index K >= 0 or K1,K2,... (one per example), got %r" % text)
     return values[0] if len(values) == 1 else values
 
 
@@ -92,8 +99,27 @@ def _same(a, b):
         return os.path.realpath(a) == os.path.realpath(b)
 
 
+def _check_model(path):
+    """None, or why MODEL cannot be read (its content is read with
+    TensorFlow's protobuf classes, later)."""
+    from graph_override._atomic import file_kind  # pylint: disable=import-outside-toplevel
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        return "MODEL %s: cannot be read: %s; expected a frozen GraphDef file (.pb or " \
+               ".pbtxt)" % (path, e.strerror or e)
+    if stat.S_ISREG(mode):
+        return None
+    saved_model = stat.S_ISDIR(mode) and os.path.exists(os.path.join(path, "saved_model.pb"))
+    return "MODEL %s: is %s, not a frozen GraphDef file (.pb or .pbtxt)%s" % (
+        path, "a SavedModel directory" if saved_model else file_kind(mode),
+        "; freeze it first (convert_variables_to_constants_v2)" if saved_model else "")
+
+
 def _check_outputs(args):
     """None, or why OUT / PNG cannot be written (before any work)."""
+    from graph_override._atomic import refuse_special  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import SpecialFileError  # pylint: disable=import-outside-toplevel
     outs = [("-o", args.output)] + ([("--png", args.png)] if args.png else [])
     if args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
@@ -108,20 +134,32 @@ def _check_outputs(args):
         if not os.path.isdir(folder):
             return "%s %s: the folder %s does not exist; create it first" % (
                 flag, path, folder)
-        if os.path.lexists(path) and not args.force:
-            return "%s %s: exists already; pass --force to replace it" % (flag, path)
+        if os.path.lexists(path):
+            try:
+                refuse_special(path)
+            except SpecialFileError as e:
+                return "%s %s" % (flag, e)
+            if not args.force:
+                return "%s %s: exists already; pass --force to replace it" % (flag, path)
     return None
 
 
 def _array(path, what):
     """The array in the .npy file `path`; AttributionError for anything else."""
     import numpy as np  # pylint: disable=import-outside-toplevel
+    from graph_override._atomic import file_kind  # pylint: disable=import-outside-toplevel
     from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
     try:
+        if os.path.exists(path) and not os.path.isfile(path):  # np.load would wait on a FIFO
+            raise AttributionError("%s %s: is %s, not a .npy file" % (
+                what, path, file_kind(os.stat(path).st_mode)))
         array = np.load(path, allow_pickle=False)
     except OSError as e:
         raise AttributionError("%s %s: cannot be read: %s" % (what, path, e.strerror or e)) \
             from None
+    except EOFError:
+        raise AttributionError("%s %s: is empty; save the array with numpy.save(path, "
+                               "array)" % (what, path)) from None
     except ValueError as e:
         raise AttributionError("%s %s: not a .npy array file that loads without pickle "
                                "(%s); save it with numpy.save(path, array)" % (what, path, e)) \
@@ -140,23 +178,45 @@ def _array(path, what):
     return array
 
 
-def _options(args, spec):
-    """The method's options from --baseline and --steps; AttributionError
-    for one the method does not take."""
+def _check_options(args, spec):
+    """None, or why --baseline or --steps does not go with the method."""
+    if args.baseline is not None and not spec.baseline:
+        return "--baseline: %s takes no baseline (integrated_gradients and deeplift do)" % (
+            spec.name)
+    if args.steps is not None and spec.name != "integrated_gradients":
+        return "--steps: only integrated_gradients takes steps, not %s" % spec.name
+    return None
+
+
+def check(args):
+    """The usage errors found without TensorFlow, as a message, or None.
+
+    Checked in this order, the cheap first: --method, whether --baseline and
+    --steps go with it, that MODEL is a file, -o and --png (see
+    `_check_outputs`), matplotlib for --png; then --data and --baseline are
+    read (`_array`) and kept in ``args.data_array`` and
+    ``args.baseline_array`` (None for zeros) for `run`.
+    """
+    from graph_override.attribution import rules  # pylint: disable=import-outside-toplevel
     from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
-    options = {}
-    if args.baseline is not None:
-        if not spec.baseline:
-            raise AttributionError("--baseline: %s takes no baseline (integrated_gradients "
-                                   "and deeplift do)" % spec.name)
-        if args.baseline != "zeros":
-            options["baseline"] = _array(args.baseline, "--baseline")
-    if args.steps is not None:
-        if spec.name != "integrated_gradients":
-            raise AttributionError("--steps: only integrated_gradients takes steps, "
-                                   "not %s" % spec.name)
-        options["steps"] = args.steps
-    return options
+    try:
+        spec = rules.method_spec(args.method)
+    except AttributionError as e:
+        return "--method: %s" % e
+    message = (_check_options(args, spec) or _check_model(args.model)
+               or _check_outputs(args))
+    if message is None and args.png:
+        from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
+        message = _picture.matplotlib_missing()
+    if message is not None:
+        return message
+    try:
+        args.data_array = _array(args.data, "--data")
+        args.baseline_array = (None if args.baseline in (None, "zeros")
+                          else _array(args.baseline, "--baseline"))
+    except AttributionError as e:
+        return str(e)
+    return None
 
 
 def _warn_coverage(args, graph, spec, user_ops):
@@ -170,9 +230,52 @@ def _warn_coverage(args, graph, spec, user_ops):
               file=sys.stderr)
 
 
-def _write(path, data, force):
-    from graph_override._atomic import atomic_write  # pylint: disable=import-outside-toplevel
-    atomic_write(path, data, keep_mode=False, exclusive=not force)
+def _picture_bytes(args, x, result, method):
+    """The PNG of --png, drawn in memory before anything is written;
+    AttributionError (nothing written) if matplotlib fails to draw it."""
+    from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
+    try:
+        return _picture.draw(x, result.maps, method=method, targets=result.targets,
+                             title=os.path.basename(args.model))
+    except Exception as e:  # pylint: disable=broad-except  # whatever matplotlib raises
+        raise AttributionError("--png %s: matplotlib failed to draw the picture (%s: %s); "
+                               "nothing was written. Leave out --png to get the maps "
+                               "alone" % (args.png, type(e).__name__, e)) from e
+
+
+def _write(args, maps, picture):
+    """Writes the maps and the picture, both or neither (`_atomic_group`);
+    None, or why they could not be written."""
+    from graph_override._atomic_group import write_all  # pylint: disable=import-outside-toplevel
+    files = [("-o", args.output, maps)] + ([("--png", args.png, picture)] if args.png else [])
+    try:
+        write_all([(path, data) for _, path, data in files], replace=args.force,
+                  keep_mode=False)
+    except OSError as e:
+        if e.__cause__ is not None:  # a file written first could not be put back
+            return str(e)
+        flag, path = next(((f, p) for f, p, _ in files if e.filename is not None
+                           and _same(p, e.filename)), files[-1][:2])
+        reason = ("appeared while the maps were computed (another process?)"
+                  if isinstance(e, FileExistsError) else
+                  "cannot be written: %s" % (os.strerror(e.errno) if e.errno else e))
+        return "%s %s: %s; %s" % (flag, path, reason, "nothing was written" if len(files) == 1
+                                  else "neither %s nor %s was written (both are as they were "
+                                       "before this run)" % (args.output, args.png))
+    return None
+
+
+def _summary(args, spec, result):
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    targets = ("" if result.targets is None else "; target(s) %s" % ", ".join(
+        str(int(t)) for t in result.targets[:10]) + (" ..." if len(result.targets) > 10
+                                                     else ""))
+    delta = ("" if result.delta is None else "; completeness delta max |d| = %.3g"
+             % float(np.max(np.abs(result.delta))))
+    return "wrote %s: %s maps of %d example(s), shape %s %s%s%s%s" % (
+        args.output, spec.name, len(result.maps), result.maps.shape, result.maps.dtype,
+        targets, delta, "; picture %s" % args.png if args.png else "")
 
 
 def _run(args):
@@ -180,48 +283,38 @@ def _run(args):
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import rules  # pylint: disable=import-outside-toplevel
     from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
-    from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
     spec = rules.method_spec(args.method)
-    options = _options(args, spec)
+    options = {}
+    if args.baseline_array is not None:
+        options["baseline"] = args.baseline_array
+    if args.steps is not None:
+        options["steps"] = args.steps
     user_rules = [frozen.parse_rule(m) for m in args.maps]
-    x = _array(args.data, "--data")
     explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
                           rules=user_rules)
-    graph = explainer.model_graph(x)
+    graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, {r.op_type for r in user_rules if r.op_type})
-    result = explainer.attribute(spec.name, x, args.target, **options)
+    result = explainer.attribute(spec.name, args.data_array, args.target, **options)
     buffer = io.BytesIO()
     np.save(buffer, result.maps, allow_pickle=False)
-    picture = None
-    if args.png:
-        picture = _picture.draw(x, result.maps, method=spec.name, targets=result.targets,
-                                title=os.path.basename(args.model))
-    _write(args.output, buffer.getvalue(), args.force)
-    if picture is not None:
-        _write(args.png, picture, args.force)
-    targets = ("" if result.targets is None else "; target(s) %s" % ", ".join(
-        str(int(t)) for t in result.targets[:10]) + (" ..." if len(result.targets) > 10
-                                                     else ""))
-    delta = ("" if result.delta is None else "; completeness delta max |d| = %.3g"
-             % float(np.max(np.abs(result.delta))))
-    print("wrote %s: %s maps of %d example(s), shape %s %s%s%s%s" % (
-        args.output, spec.name, len(result.maps), result.maps.shape, result.maps.dtype,
-        targets, delta, "; picture %s" % args.png if args.png else ""))
+    picture = _picture_bytes(args, args.data_array, result, spec.name) if args.png else None
+    message = _write(args, buffer.getvalue(), picture)
+    if message is not None:
+        return _usage(message)
+    print(_summary(args, spec, result))
     return 0
 
 
 def run(args):
+    """Runs the method (after `check`) and writes the maps and the picture."""
     from graph_override.errors import (AttributionError, ConversionError,  # pylint: disable=import-outside-toplevel
                                        RuleError, UnknownOpTypeError)
-    message = _check_outputs(args)
-    if message is None and args.png:
-        from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
-        message = _picture.matplotlib_missing()
+    message = None if hasattr(args, "data_array") else check(args)
     if message is not None:
         return _usage(message)
     try:
         return _run(args)
-    except (AttributionError, RuleError, UnknownOpTypeError, FileExistsError) as e:
+    except (AttributionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     except ConversionError as e:
         if getattr(e, "usage", False):

@@ -119,6 +119,21 @@ def test_function_bodies_are_on_the_path():
     assert coverage_report(g.as_graph_def(), "deeplift", inputs="x", outputs="y").ok
 
 
+def test_a_control_input_is_not_on_the_path():
+    """No gradient flows through a control dependency: a Softplus the
+    logits wait for but do not read is not reported."""
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        side = tf.nn.softplus(x, name="side")
+        h = tf.nn.relu(x, name="relu")
+        with tf.control_dependencies([side]):
+            tf.identity(h, name="logits")
+    report = coverage_report(g.as_graph_def(), "guided_backprop", inputs="x:0",
+                             outputs="logits:0")
+    assert report.ok and report.covered == {"Relu": 1}
+    assert report.path_nodes == 3  # x, relu, logits
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"method": "deeplfit"}, AttributionError, "Did you mean 'deeplift'"),
     ({"method": "deeplift", "inputs": "nope:0"}, ConversionError, "no node 'nope'"),

@@ -1,7 +1,10 @@
 """`graph-override explain`: maps from .npy to .npy, checked against numpy
-references on a small ReLU network, files written atomically or not at all,
-the picture, the coverage warning and the usage errors."""
+references on a small ReLU network, files written atomically or not at all
+(both or neither, also when a write or the picture fails), the picture, the
+coverage warning and the usage errors (those found before TensorFlow is
+imported: test_cli_explain_usage.py)."""
 
+import errno
 import itertools
 import os
 
@@ -9,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_override import cli, frozen
+from graph_override import _atomic, cli, frozen
 from graph_override.commands import _picture
 
 W1 = np.array([[1.0, -1.0, 0.5], [-2.0, 1.0, 1.0], [0.5, 0.5, -1.0], [1.0, 0.0, 2.0]],
@@ -137,6 +140,91 @@ def test_a_failed_run_leaves_no_file(files, capsys):
     assert _leftovers(files) == []
 
 
+_real_write = _atomic.atomic_write
+
+
+def _full_disk_on(monkeypatch, name):
+    """The writer fails with ENOSPC on the file `name`, as a full disk would."""
+    def write(path, data, **kwargs):
+        if os.path.basename(path) == name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        _real_write(path, data, **kwargs)
+
+    monkeypatch.setattr(_atomic, "atomic_write", write)
+
+
+def _snapshot(*names):
+    return {n: open(n, "rb").read() if os.path.exists(n) else None for n in names}
+
+
+@pytest.mark.parametrize("failing", ["maps.png", "maps.npy"])
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "force"])
+def test_a_write_that_fails_leaves_both_files_as_they_were(files, capsys, monkeypatch,
+                                                           failing, existing):
+    """Maps and picture, both or neither: a full disk on either file, new or
+    replaced with --force, leaves no new file and every old one unchanged."""
+    pytest.importorskip("matplotlib")
+    if existing:
+        np.save("maps.npy", np.arange(3.0))
+        open("maps.png", "wb").write(b"an older picture")
+    before = _snapshot("maps.npy", "maps.png")
+    _full_disk_on(monkeypatch, failing)
+    code, out, err = _explain(capsys, "saliency", "--png", "maps.png",
+                              *(["--force"] if existing else []))
+    assert code == 2 and out == ""
+    flag = "--png" if failing == "maps.png" else "-o"
+    assert ("graph-override explain: error: %s %s: cannot be written: No space left on "
+            "device; neither maps.npy nor maps.png was written (both are as they were "
+            "before this run)" % (flag, failing)) in err
+    assert _snapshot("maps.npy", "maps.png") == before
+    assert _leftovers(files) == []
+
+
+def test_a_picture_that_fails_to_draw_writes_nothing(files, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("the Agg renderer ran out of memory")
+
+    monkeypatch.setattr(Figure, "savefig", broken)
+    code, _, err = _explain(capsys, "saliency", "--png", "maps.png")
+    assert code == 2
+    assert ("--png maps.png: matplotlib failed to draw the picture (RuntimeError: the Agg "
+            "renderer ran out of memory); nothing was written") in err
+    assert _snapshot("maps.npy", "maps.png") == {"maps.npy": None, "maps.png": None}
+    np.save("maps.npy", np.arange(3.0))  # with --force, the old maps stay
+    before = _snapshot("maps.npy", "maps.png")
+    assert _explain(capsys, "saliency", "--png", "maps.png", "--force")[0] == 2
+    assert _snapshot("maps.npy", "maps.png") == before
+    assert _leftovers(files) == []
+
+
+def test_without_png_a_full_disk_names_the_maps(files, capsys, monkeypatch):
+    _full_disk_on(monkeypatch, "maps.npy")
+    code, _, err = _explain(capsys, "saliency")
+    assert code == 2
+    assert "-o maps.npy: cannot be written: No space left on device; nothing was " \
+           "written" in err
+    assert not os.path.exists("maps.npy") and _leftovers(files) == []
+
+
+def test_an_output_that_appears_during_the_run_is_kept(files, capsys, monkeypatch):
+    """Another process creates maps.png while the maps are computed: it is
+    not replaced (no --force), and the maps are not left behind."""
+    def write(path, data, **kwargs):
+        if os.path.basename(path) == "maps.png":
+            open(path, "wb").write(b"the other process's")
+        _real_write(path, data, **kwargs)
+
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(_atomic, "atomic_write", write)
+    code, _, err = _explain(capsys, "saliency", "--png", "maps.png")
+    assert code == 2 and "--png maps.png: appeared while the maps were computed" in err
+    assert _snapshot("maps.npy", "maps.png") == {"maps.npy": None,
+                                                 "maps.png": b"the other process's"}
+
+
 def _savez(path, **arrays):
     with open(path, "wb") as f:  # np.savez would add .npz to the name
         np.savez(f, **arrays)
@@ -250,10 +338,3 @@ def test_signed_maps_get_a_diverging_colormap_centred_at_zero():
     assert _picture._heat(np.zeros((2, 2)))[2:] == (0.0, 1.0)  # all zero: no 0/0
     summed = _picture._heat(np.ones((2, 2, 3)))[0]
     assert summed.shape == (2, 2) and (summed == 3.0).all()
-
-
-def test_without_matplotlib_png_is_refused_before_any_work(files, capsys, monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
-    code, _, err = _explain(capsys, "saliency", "--png", "maps.png")
-    assert code == 2 and "--png needs matplotlib" in err and "graph_override[scripts]" in err
-    assert not os.path.exists("maps.npy")

@@ -228,6 +228,17 @@ def test_an_unfed_placeholder_is_named():
     assert fn(a, b).numpy().tolist() == [[-0.5]]
 
 
+def test_a_placeholder_reached_through_a_control_input_is_named_too():
+    """Running the outputs runs their control inputs, which need feeding."""
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
+        y = tf.compat.v1.placeholder(tf.float32, [None, 3], name="y")
+        with tf.control_dependencies([tf.identity(y, name="check")]):
+            tf.identity(x * 2.0, name="out")
+    with pytest.raises(ConversionError, match=r"output out:0 depends on Placeholder y"):
+        frozen.to_function(g.as_graph_def(), ["x:0"], ["out:0"])
+
+
 @pytest.mark.parametrize("resource", [False, True], ids=["VariableV2", "VarHandleOp"])
 def test_a_graph_that_is_not_frozen_is_refused_naming_its_variables(resource):
     graph_def, inputs, outputs = models.not_frozen(resource)

@@ -1,13 +1,14 @@
 """The gradient attribute of a GraphDef's nodes and read-only views of a
-graph: which nodes carry which gradient name, and the names, op types and
-inputs of every node read once from its bytes."""
+graph: which nodes carry which gradient name, the names, op types and
+inputs of every node read once from its bytes, and the nodes some nodes
+depend on."""
 
 import collections
 
 from graph_override.frozen.graphdef import graph_index
 
-__all__ = ["GRADIENT_ATTR", "GRADIENT_ATTR_BYTES", "View", "gradient_attr", "node_list",
-           "nodes_by_gradient"]
+__all__ = ["GRADIENT_ATTR", "GRADIENT_ATTR_BYTES", "View", "ancestors", "gradient_attr",
+           "node_list", "nodes_by_gradient"]
 
 GRADIENT_ATTR = "_gradient_op_type"
 GRADIENT_ATTR_BYTES = GRADIENT_ATTR.encode()
@@ -40,6 +41,41 @@ def nodes_by_gradient(graph_def):
 def node_list(names, limit=5):
     """'a, b, c ...': the first `limit` node names, for messages."""
     return ", ".join(names[:limit]) + (" ..." if len(names) > limit else "")
+
+
+def ancestors(node_inputs, names, *, stop=(), seen=None, control=True):
+    """The names of the nodes `names` depend on, `names` included, in the
+    order a depth-first walk over the inputs finds them.
+
+    Args:
+      node_inputs: node name -> its input references (``"h"``, ``"h:1"``,
+        ``"^init"``), e.g. ``{n.name: n.input for n in graph_def.node}``; a
+        name it lacks is listed but not walked further.
+      names: the node names to start from.
+      stop: node names where the walk stops (not listed): fed tensors.
+      seen: a set of names not to walk again (not listed), which gains every
+        name listed: share it to walk from several starts in turn.
+      control: whether control inputs (``^init``) are dependencies; False
+        for the data (and gradient) path alone.
+
+    Example:
+      >>> inputs = {"y": ["h:0", "^init"], "h": ["x"], "x": [], "init": []}
+      >>> ancestors(inputs, ["y"])
+      ['y', 'init', 'h', 'x']
+      >>> ancestors(inputs, ["y"], stop={"h"}, control=False)
+      ['y']
+    """
+    seen = set() if seen is None else seen
+    stop, todo, found = set(stop), list(names), []
+    while todo:
+        name = todo.pop()
+        if name in seen or name in stop:
+            continue
+        seen.add(name)
+        found.append(name)
+        todo.extend(ref.lstrip("^").split(":")[0] for ref in node_inputs.get(name, ())
+                    if control or not ref.startswith("^"))
+    return found
 
 
 class View:

@@ -18,7 +18,7 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 from graph_override import _compat, registry, user_functions
 from graph_override.errors import ConversionError, UnknownGradientError
 from graph_override.frozen.graphdef.consts import check_claim
-from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list
+from graph_override.frozen.graphdef.views import GRADIENT_ATTR, ancestors, node_list
 from graph_override.frozen.inspection.inspector import V1_LOOP_OPS, VARIABLE_OPS
 from graph_override.frozen.patching.library import rename_library
 
@@ -143,8 +143,9 @@ def check_pruned(graph_def, inputs, outputs, source):
     ops = {n.name: n.op for n in graph_def.node}
     node_inputs = {n.name: n.input for n in graph_def.node}
     used, unfed = set(), []
+    fed = {n.rpartition(":")[0] for n in inputs}
     for output in outputs:
-        for name in _ancestors(node_inputs, [output], inputs, used):
+        for name in ancestors(node_inputs, [output.rpartition(":")[0]], stop=fed, seen=used):
             if ops[name] in _PLACEHOLDER_OPS:
                 unfed.append((output, name))
     if unfed:
@@ -193,22 +194,6 @@ def resolve_gradient_names(graph_def, source):
                 source, len(missing), "; ".join(
                     "%r (node(s) %s)" % (n, node_list(v)) for n, v in missing.items()),
                 glob, glob, glob, user_functions.registration_hint(missing)))
-
-
-def _ancestors(inputs, fetches, feeds, seen):
-    """Names of the nodes `fetches` depend on, stopping at `feeds`, that are
-    not in `seen` (which is updated); `inputs` maps node names to inputs."""
-    stop = {n.rpartition(":")[0] for n in feeds}
-    todo = [n.rpartition(":")[0] for n in fetches]
-    new = []
-    while todo:
-        name = todo.pop()
-        if name in seen or name in stop:
-            continue
-        seen.add(name)
-        new.append(name)
-        todo.extend(ref.lstrip("^").split(":")[0] for ref in inputs.get(name, ()))
-    return new
 
 
 def select_weights(graph_def, trainable, used, source):

@@ -1,0 +1,141 @@
+"""write_all: several files written all or nothing; a failure on one puts
+back those written before it (removed if new, their previous content if
+replaced), whatever existed before the call."""
+
+import errno
+import os
+
+import pytest
+
+from graph_override import _atomic, _atomic_group, errors
+from graph_override._atomic_group import write_all
+
+_real_write = _atomic.atomic_write
+
+
+def _hidden(folder):
+    return sorted(n for n in os.listdir(folder) if n.startswith("."))
+
+
+def _fail_on(monkeypatch, target, error):
+    """atomic_write raises `error` for `target`, writes every other file."""
+    def write(path, data, **kwargs):
+        if os.path.basename(path) == target:
+            raise error
+        _real_write(path, data, **kwargs)
+
+    monkeypatch.setattr(_atomic, "atomic_write", write)
+
+
+def _state(folder, names):
+    """{name: (bytes, mode) or None}."""
+    out = {}
+    for name in names:
+        path = os.path.join(folder, name)
+        out[name] = ((open(path, "rb").read(), os.stat(path).st_mode & 0o777)
+                     if os.path.exists(path) else None)
+    return out
+
+
+def _files(folder):
+    return [(str(folder / "maps.npy"), b"new maps"), (str(folder / "maps.png"), b"new png")]
+
+
+def test_every_file_is_written_and_no_kept_link_stays(tmp_path):
+    (tmp_path / "maps.npy").write_bytes(b"old maps")
+    write_all(_files(tmp_path), replace=True)
+    assert _state(tmp_path, ["maps.npy", "maps.png"]) == {
+        "maps.npy": (b"new maps", 0o666 & ~_atomic._umask()),
+        "maps.png": (b"new png", 0o666 & ~_atomic._umask())}
+    assert os.stat(tmp_path / "maps.npy").st_nlink == 1
+    assert _hidden(tmp_path) == []
+
+
+@pytest.mark.parametrize("existing", [(), ("maps.npy",), ("maps.png",),
+                                      ("maps.npy", "maps.png")])
+@pytest.mark.parametrize("links", [True, False], ids=["hard-links", "no-hard-links"])
+def test_a_full_disk_on_the_second_file_leaves_every_file_as_it_was(
+        tmp_path, monkeypatch, existing, links):
+    for i, name in enumerate(existing):
+        (tmp_path / name).write_bytes(b"old %d" % i)
+        os.chmod(tmp_path / name, 0o600 + 0o40 * i)
+    before = _state(tmp_path, ["maps.npy", "maps.png"])
+    if not links:
+        monkeypatch.setattr(os, "link", _no_links)
+    _fail_on(monkeypatch, "maps.png", OSError(errno.ENOSPC, "No space left on device"))
+    with pytest.raises(OSError) as info:
+        write_all(_files(tmp_path), replace=True, keep_mode=False)
+    assert info.value.errno == errno.ENOSPC
+    assert info.value.filename == str(tmp_path / "maps.png")  # the file that failed
+    assert _state(tmp_path, ["maps.npy", "maps.png"]) == before
+    assert _hidden(tmp_path) == []
+
+
+def _no_links(src, dst):
+    raise OSError(errno.EPERM, "Operation not permitted")
+
+
+def test_a_failure_on_the_first_file_writes_nothing(tmp_path, monkeypatch):
+    (tmp_path / "maps.png").write_bytes(b"old png")
+    before = _state(tmp_path, ["maps.npy", "maps.png"])
+    _fail_on(monkeypatch, "maps.npy", OSError(errno.EIO, "Input/output error"))
+    with pytest.raises(OSError, match="Input/output error"):
+        write_all(_files(tmp_path), replace=True)
+    assert _state(tmp_path, ["maps.npy", "maps.png"]) == before
+    assert before["maps.npy"] is None and _hidden(tmp_path) == []
+
+
+def test_an_interrupt_on_the_second_file_puts_the_first_back(tmp_path, monkeypatch):
+    (tmp_path / "maps.npy").write_bytes(b"old maps")
+    _fail_on(monkeypatch, "maps.png", KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        write_all(_files(tmp_path), replace=True)
+    assert (tmp_path / "maps.npy").read_bytes() == b"old maps"
+    assert not (tmp_path / "maps.png").exists() and _hidden(tmp_path) == []
+
+
+def test_without_replace_an_existing_second_file_is_kept_and_the_first_removed(tmp_path):
+    (tmp_path / "maps.png").write_bytes(b"old png")
+    with pytest.raises(FileExistsError):
+        write_all(_files(tmp_path))
+    assert (tmp_path / "maps.png").read_bytes() == b"old png"
+    assert not (tmp_path / "maps.npy").exists() and _hidden(tmp_path) == []
+
+
+def test_a_special_second_file_is_refused_and_the_first_removed(tmp_path):
+    (tmp_path / "elsewhere").write_bytes(b"kept")
+    os.symlink(tmp_path / "elsewhere", tmp_path / "maps.png")
+    with pytest.raises(errors.SpecialFileError, match="symbolic link"):
+        write_all(_files(tmp_path), replace=True)
+    assert os.path.islink(tmp_path / "maps.png")
+    assert (tmp_path / "elsewhere").read_bytes() == b"kept"
+    assert not (tmp_path / "maps.npy").exists() and _hidden(tmp_path) == []
+
+
+def test_a_file_that_cannot_be_put_back_is_named(tmp_path, monkeypatch):
+    _fail_on(monkeypatch, "maps.png", OSError(errno.ENOSPC, "No space left on device"))
+    real_unlink = os.unlink
+
+    def stuck(path, *args, **kwargs):
+        if os.path.basename(path) == "maps.npy":
+            raise OSError(errno.EROFS, "Read-only file system", path)
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", stuck)
+    with pytest.raises(OSError, match=r"written before .*maps.png failed .*No space left.*"
+                                      r"could not be put back as it was: Read-only") as info:
+        write_all(_files(tmp_path))
+    assert info.value.filename == str(tmp_path / "maps.npy")
+    assert info.value.__cause__.errno == errno.ENOSPC
+
+
+def test_a_kept_link_of_a_killed_writer_is_removed_by_the_next_write(tmp_path, monkeypatch):
+    target = str(tmp_path / "maps.npy")
+    with open(target, "wb") as f:
+        f.write(b"old maps")
+    monkeypatch.setattr(os, "getpid", lambda: 2 ** 31 - 2)  # a pid no process has
+    kept = _atomic_group._keep(target)
+    monkeypatch.undo()
+    assert os.path.basename(kept) in [n for n, _ in _atomic.stale_names(target)]
+    write_all([(target, b"new maps")], replace=True)
+    assert _hidden(tmp_path) == [] and open(target, "rb").read() == b"new maps"
