@@ -15,13 +15,12 @@ imported, quietly, just before it runs.
 """
 
 import argparse
-import contextlib
 import importlib
-import io
 import os
 import pkgutil
 import sys
 
+from graph_override._stderr import native_stderr_silenced
 from graph_override._terminal import EscapingStream
 
 __all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE",
@@ -119,33 +118,6 @@ def _parser(modules):
     return parser
 
 
-@contextlib.contextmanager
-def _native_stderr_silenced():
-    """Points file descriptor 2 at /dev/null for the duration.
-
-    TensorFlow 2.21 writes absl pre-initialization lines ("All log messages
-    before absl::InitializeLog() ...", "cudart_stub.cc ... Could not find
-    cuda drivers") from native code while it is imported; no environment
-    variable silences them. Python exceptions still propagate and print
-    after the descriptor is restored.
-    """
-    try:
-        fd = sys.stderr.fileno()
-    except (AttributeError, ValueError, io.UnsupportedOperation):
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(fd)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-        yield
-    finally:
-        os.dup2(saved, fd)
-        os.close(saved)
-        os.close(devnull)
-
-
 def import_tensorflow_quietly():
     """Imports TensorFlow without its native start-up noise, unless the user
     asked for TensorFlow's logs (TF_CPP_MIN_LOG_LEVEL below 3).
@@ -159,7 +131,7 @@ def import_tensorflow_quietly():
     if os.environ["TF_CPP_MIN_LOG_LEVEL"] < "3":
         importlib.import_module("tensorflow")
         return
-    with _native_stderr_silenced():
+    with native_stderr_silenced():
         importlib.import_module("tensorflow")
 
 

@@ -4,6 +4,10 @@ both float widths, exact zeros and ties, the three families against each
 other, the built-in names, and the refusals."""
 
 import itertools
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -657,3 +661,24 @@ def test_the_portable_deeplift_checks_the_batch_when_run():
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match="deeplift_rescale on a node made portable: the batch"):
         _run_frozen(portable, np.ones((3, 3), np.float32), plain=True)
+
+
+def test_the_first_compiled_gradient_keeps_stderr_quiet_when_asked():
+    """XLA's first compilation writes "Compiled cluster using XLA!" from
+    native code past TF_CPP_MIN_LOG_LEVEL; with the level at 3 nothing
+    reaches stderr (TensorFlow imported quietly, as the command line does)."""
+    code = (
+        "from graph_override.cli import import_tensorflow_quietly\n"
+        "import_tensorflow_quietly()\n"
+        "import numpy as np, tensorflow as tf\n"
+        "from graph_override import attribution\n"
+        "f = lambda x: tf.nn.relu(tf.matmul(x, tf.constant([[1.0, -1.0], [2.0, 0.5]])))\n"
+        "r = attribution.attribute(f, 'eps_lrp', np.ones((2, 2), 'float32'), target=0)\n"
+        "print(r.maps.tolist())\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=False)
+    assert run.returncode == 0, run.stderr
+    want = 3.0 / (3.0 + 1e-4) * np.array([[1.0, 2.0], [1.0, 2.0]])  # w[:, 0] y / (x + eps)
+    np.testing.assert_allclose(json.loads(run.stdout), want, rtol=1e-6)
+    assert run.stderr == ""

@@ -12,7 +12,7 @@ function registered by name reads them from the op (`op_params`).
 import numpy as np
 import tensorflow as tf
 
-from graph_override import _compat
+from graph_override import _compat, _stderr
 from graph_override.errors import RuleError
 from graph_override.estimators.ops import const
 
@@ -270,6 +270,21 @@ def _gpus():
     return _gpus.seen
 
 
+def _start_xla_quietly():
+    """Compiles one tiny function, once per process, with file descriptor 2
+    silenced where TF_CPP_MIN_LOG_LEVEL asks for quiet: XLA's first
+    compilation in a process writes "Compiled cluster using XLA!" (and absl's
+    pre-initialization notice) from native code, past that setting
+    (`graph_override._stderr`). Run eagerly, also while a graph is built."""
+    if getattr(_start_xla_quietly, "done", False):
+        return
+    _start_xla_quietly.done = True
+    if not _stderr.quiet_requested():
+        return
+    with _compat.eager_scope(), _stderr.native_stderr_silenced():
+        tf.function(lambda t: t + 1.0, jit_compile=True)(tf.zeros([1]))
+
+
 def fused_gradient(spec, x, dy, params, y, plain):
     """`plain` ``(x, dy, params, y) -> dx`` run as one XLA-compiled function
     where that is exact and pays (see above), else None. DeepLIFT's checks of
@@ -279,6 +294,7 @@ def fused_gradient(spec, x, dy, params, y, plain):
             or (spec.name, params["activation"]) in _UNFUSED or _gpus()
             or _compat.in_v1_control_flow(x)):
         return None
+    _start_xla_quietly()
     key = (spec.name, tuple(sorted(params.items())))
     function = _fused_functions.get(key)
     if function is None:
