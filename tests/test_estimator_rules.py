@@ -309,6 +309,18 @@ def test_half_precision_keeps_the_separate_ops(dtype):
     assert compiled == 0
 
 
+def test_without_xla_the_rules_keep_their_separate_ops(monkeypatch):
+    """A TensorFlow whose XLA cannot compile (the probe failed): the same
+    gradient from separate ops, no compiled call."""
+    x = tf.constant(np.array(X, np.float32))
+    fused, compiled = _built_gradient("eps_lrp", "Relu", x, tf.ones_like(x), {})
+    assert compiled == 1
+    monkeypatch.setattr(rules._start_xla_quietly, "works", False)
+    separate, none = _built_gradient("eps_lrp", "Relu", x, tf.ones_like(x), {})
+    assert none == 0
+    np.testing.assert_array_equal(_bits(separate), _bits(fused))
+
+
 def test_a_rule_in_a_session_fused_and_in_a_tf1_while_loop_separate():
     """The overrides family in a TF1 graph: the gradient of a Relu before a
     v1 while_loop is fused, the one of the Relu in its body is separate ops

@@ -9,6 +9,8 @@ functions take them as keywords (the forward they build); a gradient
 function registered by name reads them from the op (`op_params`).
 """
 
+import contextlib
+
 import numpy as np
 import tensorflow as tf
 
@@ -238,11 +240,11 @@ def rescale_multiplier(x, params, y, n=None):
 # (XLA's CPU backend neither reassociates nor approximates without fast
 # math, which TensorFlow leaves off; tests/test_estimator_rules.py checks
 # every rule and op type on zeros, -0, ties, thresholds, subnormals, +-inf
-# and NaN). On a whole MobileNetV2 at batch 32 this took epsilon-LRP from
-# 1.38x to 1.24x the plain gradient and DeepLIFT from 3.79x to 3.18x; the
-# guided and deconvnet rules (three and two passes, the ReLUs' own kernels)
-# were slower compiled (1.02x -> 1.19x: a compiled call costs more in the
-# model than its passes save), and keep the separate ops.
+# and NaN). On a whole MobileNetV2 at batch 32, epsilon-LRP went from 1.41x
+# to 1.33x the plain gradient; the guided and deconvnet rules (three and two
+# passes, the ReLUs' own kernels) were slower compiled (1.02x -> 1.19x: a
+# compiled call costs more in the model than its passes save) and keep the
+# separate ops (docs/benchmarks.md, section 7).
 #
 # Also kept separate: float16 and bfloat16 (XLA may compute a chain of ops in
 # float32 and round once, where the kernels round after each op), eager
@@ -271,18 +273,22 @@ def _gpus():
 
 
 def _start_xla_quietly():
-    """Compiles one tiny function, once per process, with file descriptor 2
+    """Whether XLA compiles here: one tiny function compiled once per
+    process, eagerly (also while a graph is built), with file descriptor 2
     silenced where TF_CPP_MIN_LOG_LEVEL asks for quiet: XLA's first
     compilation in a process writes "Compiled cluster using XLA!" (and absl's
     pre-initialization notice) from native code, past that setting
-    (`graph_override._stderr`). Run eagerly, also while a graph is built."""
-    if getattr(_start_xla_quietly, "done", False):
-        return
-    _start_xla_quietly.done = True
-    if not _stderr.quiet_requested():
-        return
-    with _compat.eager_scope(), _stderr.native_stderr_silenced():
-        tf.function(lambda t: t + 1.0, jit_compile=True)(tf.zeros([1]))
+    (`graph_override._stderr`). Where it fails, the rules keep separate ops."""
+    if not hasattr(_start_xla_quietly, "works"):
+        quiet = (_stderr.native_stderr_silenced() if _stderr.quiet_requested()
+                 else contextlib.nullcontext())
+        try:
+            with _compat.eager_scope(), quiet:
+                tf.function(lambda t: t + 1.0, jit_compile=True)(tf.zeros([1]))
+            _start_xla_quietly.works = True
+        except (tf.errors.OpError, ValueError, NotImplementedError):
+            _start_xla_quietly.works = False  # a TensorFlow built without XLA
+    return _start_xla_quietly.works
 
 
 def fused_gradient(spec, x, dy, params, y, plain):
@@ -292,9 +298,8 @@ def fused_gradient(spec, x, dy, params, y, plain):
     if (not FUSE or spec.name not in _FUSED_RULES or tf.executing_eagerly()
             or x.dtype.base_dtype not in _FUSED_DTYPES or dy.dtype != x.dtype
             or (spec.name, params["activation"]) in _UNFUSED or _gpus()
-            or _compat.in_v1_control_flow(x)):
+            or _compat.in_v1_control_flow(x) or not _start_xla_quietly()):
         return None
-    _start_xla_quietly()
     key = (spec.name, tuple(sorted(params.items())))
     function = _fused_functions.get(key)
     if function is None:
