@@ -162,9 +162,15 @@ def integrated_gradients(context, x, target, *, baseline=None, steps=50,
     return _result(context, maps, outputs, target, delta)
 
 
+def _per_example(a):
+    """`a` as one row per example (also for a batch of none, where
+    reshape(0, -1) is ambiguous)."""
+    return a.reshape(a.shape[0], int(np.prod(a.shape[1:], dtype=np.int64)))
+
+
 def _completeness(context, maps, outputs, baseline, target):
     ref = target_lib.values(context.outputs(baseline), target)
-    return maps.reshape(maps.shape[0], -1).sum(axis=1, dtype=np.float64) - (
+    return _per_example(maps).sum(axis=1, dtype=np.float64) - (
         target_lib.values(outputs, target).astype(np.float64) - ref)
 
 
@@ -179,7 +185,7 @@ def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
     if not stdev_spread >= 0:
         raise AttributionError("stdev_spread=%r: expected a number >= 0" % (stdev_spread,))
     outputs, target = _fixed(context, x, target)
-    flat = x.reshape(x.shape[0], -1)
+    flat = _per_example(x)
     sigma = (stdev_spread * (flat.max(axis=1) - flat.min(axis=1))).reshape(
         (-1,) + (1,) * (x.ndim - 1))
     rng = np.random.default_rng(seed)
@@ -195,7 +201,9 @@ def one_reference(baseline, x):
     a number are): DeepLIFT then runs one reference row for all the inputs,
     N + 1 rows instead of 2N (``deeplift_rescale(shared_reference=True)``)."""
     rows = target_lib.baseline_for(baseline, x)
-    flat = rows.reshape(rows.shape[0], -1).view("u%d" % rows.dtype.itemsize)
+    if rows.shape[0] == 0:
+        return False  # no examples: no reference row to run either
+    flat = _per_example(rows).view("u%d" % rows.dtype.itemsize)
     return bool(np.all(flat == flat[:1]))
 
 
@@ -214,7 +222,7 @@ def deeplift(context, x, target, *, baseline=None):
     concrete = np.argmax(outputs, axis=1) if isinstance(target, str) else target
     if context.shared_reference:
         reference_outputs = np.repeat(reference_outputs, n, axis=0)
-    delta = maps.reshape(n, -1).sum(axis=1, dtype=np.float64) - (
+    delta = _per_example(maps).sum(axis=1, dtype=np.float64) - (
         target_lib.values(outputs, concrete).astype(np.float64)
         - target_lib.values(reference_outputs, concrete))
     return _result(context, maps, outputs, target, delta)

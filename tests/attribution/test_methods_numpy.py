@@ -314,3 +314,17 @@ def test_deeplift_runs_one_reference_row_for_a_shared_baseline(activation, monke
     signed = np.zeros_like(X)
     signed[1, 0] = -0.0
     assert not methods.one_reference(signed, X)
+
+
+@pytest.mark.parametrize("method", ["saliency", "gradient_input", "integrated_gradients",
+                                    "smoothgrad", "guided_backprop", "deconvnet", "eps_lrp",
+                                    "deeplift"])
+def test_a_batch_of_no_examples_gives_no_maps(method):
+    """Zero examples: empty maps (and deltas), as a loop over no batches
+    would give, not a reshape error."""
+    w = tf.constant([[1.0, -1.0], [2.0, 0.5]])
+    result = attribution.attribute(lambda t: tf.nn.relu(tf.matmul(t, w)), method,
+                                   np.zeros((0, 2), np.float32), target=0)
+    assert result.maps.shape == (0, 2)
+    if method in ("integrated_gradients", "deeplift"):
+        assert result.delta.shape == (0,)
