@@ -173,10 +173,10 @@ class Explainer:
         if unknown:
             raise AttributionError("%s takes no option %s; its options: %s" % (
                 spec.name, ", ".join(unknown), ", ".join(accepted) or "none"))
+        x = models.as_float_input(x)
         rule_params = {k: options[k] for k in spec.options if k in options}
         if spec.name == "deeplift":  # N + 1 rows where one baseline serves every input
-            rule_params["shared_reference"] = methods.one_reference(
-                options.get("baseline"), models.as_float_input(x))
+            rule_params["shared_reference"] = methods.one_reference(options.get("baseline"), x)
         method_rules = method_table.rule_strings(spec.name, **rule_params)
         if rule_params:
             try:
@@ -184,7 +184,7 @@ class Explainer:
             except RuleError as e:
                 raise AttributionError("%s(%s): %s" % (spec.name, ", ".join(
                     "%s=%r" % kv for kv in rule_params.items()), e)) from e
-        context = _Context(self, models.as_float_input(x), spec, method_rules,
+        context = _Context(self, x, spec, method_rules,
                            rule_params.get("shared_reference", False))
         return run(context, context.x, target, **options)
 

@@ -116,6 +116,7 @@ _RELU_GRADS = {
         gradients=dy, features=x, alpha=float(np.float32(alpha))),
 }
 
+
 def deconv(x, dy, params, y):  # pylint: disable=unused-argument
     """Deconvnet: dy * [dy > 0], whatever x: +0 where dy <= 0 or is NaN.
 
@@ -185,6 +186,11 @@ def _inputs(x, where, shared):
     elif (rows < 2) if shared else (rows % 2):
         raise RuleError("deeplift_rescale on %s: the batch (axis 0) has %d rows, %s. %s" % (
             where, rows, "fewer than 2" if shared else "an odd number", hint))
+    return _count_inputs(rows, shared)
+
+
+def _count_inputs(rows, shared):
+    """N of a batch of `rows` rows (an int or a scalar tensor)."""
     return rows - 1 if shared else rows // 2
 
 
@@ -305,9 +311,9 @@ def fused_gradient(spec, x, dy, params, y, plain):
     if function is None:
         def fused(x, dy, y):
             extra = {}
-            if spec.name == "deeplift_rescale":
-                rows = tf.shape(x, out_type=tf.int32)[0]
-                extra["n"] = rows - 1 if params["shared_reference"] else rows // 2
+            if spec.name == "deeplift_rescale":  # checked outside, by _inputs
+                extra["n"] = _count_inputs(tf.shape(x, out_type=tf.int32)[0],
+                                           params["shared_reference"])
             return plain(x, dy, params, y, **extra)
 
         function = tf.function(fused, jit_compile=True, autograph=False,
