@@ -212,6 +212,8 @@ def check(args):
         return message
     try:
         args.data_array = _array(args.data, "--data")
+        if args.data_array.shape[0] == 0:
+            return "--data %s holds no examples (its first dimension is 0)" % args.data
         args.baseline_array = (None if args.baseline in (None, "zeros")
                           else _array(args.baseline, "--baseline"))
     except AttributionError as e:

@@ -123,6 +123,8 @@ USAGE_ERRORS = [
      ["--data object.npy: not a .npy array file that loads without pickle"]),
     ("--data ints", _argv(data="ints.npy"), [], ["--data ints.npy holds int32 values"]),
     ("--data scalar", _argv(data="scalar.npy"), [], ["--data scalar.npy holds a scalar"]),
+    ("--data no examples", _argv(data="none.npy"), [],
+     ["--data none.npy holds no examples (its first dimension is 0)"]),
     ("--baseline missing", _argv("model.pb", "--baseline", "nosuch.npy", method="deeplift"),
      [], ["--baseline nosuch.npy: cannot be read: No such file"]),
     ("--baseline not .npy", _argv("model.pb", "--baseline", "text.npy", method="deeplift"),
@@ -155,6 +157,7 @@ def usage_probe(tmp_path_factory):
     np.save(folder / "ints.npy", X.astype(np.int32))
     np.save(folder / "object.npy", np.array([{}], dtype=object), allow_pickle=True)
     np.save(folder / "scalar.npy", np.float32(1.0))
+    np.save(folder / "none.npy", X[:0])
     _savez(str(folder / "several.npy"), a=X)
     (folder / "text.npy").write_text("not numpy")
     (folder / "empty.npy").write_bytes(b"")
