@@ -18,13 +18,18 @@ same examples for the same target classes:
   construction is timed apart. It overrides the gradient of Relu only; on
   MobileNetV2 (Relu6) its map is the plain gradient, which the child checks.
 
-Everything runs in one fresh process per batch size, the variants one after
-another in a rotating order, median seconds per batch over the
+Everything runs in one fresh process per batch size and CPU allocator, the
+variants one after another in a rotating order, median seconds per batch over the
 repetitions; a ratio is the median of the ratios within each repetition.
+Each batch is measured twice: with TensorFlow's default CPU allocator, which
+takes every large tensor from malloc (on Linux a fresh mmap, so its pages
+fault in on first touch at every step), and with TF_CPU_ALLOCATOR_USE_BFC=true,
+TensorFlow's pooling allocator, which reuses them (`ALLOCATORS`).
 Run on its own: ``python tools/bench_attribution.py SIZE ALPHA BATCH REPEATS
 [SALIENCY_DIR]`` prints one JSON line.
 """
 
+import hashlib
 import json
 import os
 import pathlib
@@ -41,6 +46,11 @@ SALIENCY_DIR = os.environ.get("BENCH_SALIENCY_DIR") or str(
     ROOT / "compat" / ".reference" / ("pair-py%d.%d" % sys.version_info[:2]))
 GOALS = {"gradient_input": 1.2, "guided_backprop": 1.2, "eps_lrp": 1.2, "deeplift": 2.2}
 METHODS = ("gradient_input", "guided_backprop", "eps_lrp", "deeplift")
+# (label, environment) of the CPU allocators measured: read once by
+# TensorFlow's process state (tensorflow/core/common_runtime/process_state.cc),
+# so each runs in a process of its own.
+ALLOCATORS = (("default", {}), ("BFC", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}))
+ALLOCATOR_VARIABLES = ("TF_CPU_ALLOCATOR_USE_BFC", "TF_CPU_BFC_MEM_LIMIT_IN_MB")
 
 
 def calibrate_batch_norm(model, x):
@@ -169,17 +179,18 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
 
     explainer = attribution.Explainer(graph_def, inputs=input_name, outputs=output_name)
     variants = {"plain gradient": gradient, "forward pass": forward}
-    first_call = {}
+    first_call, digests = {}, {}
     for method in METHODS:
         variants[method] = _method_call(explainer, method, x, target)
         start = time.perf_counter()
-        variants[method]()  # patches and builds the function
+        maps = variants[method]()  # patches and builds the function
         first_call[method] = time.perf_counter() - start
+        digests[method] = hashlib.sha256(np.ascontiguousarray(maps).tobytes()).hexdigest()
     # The baseline computes what the methods build on: the library's own
     # plain gradient of the same targets (0 up to float rounding).
     check = explainer.attribute("saliency", x, target, abs=False).maps
     result = dict(tensorflow=tf.__version__, batch=batch, size=size, alpha=alpha,
-                  repeats=repeats, first_call_s=first_call,
+                  repeats=repeats, first_call_s=first_call, maps_sha256=digests,
                   baseline_max_abs_diff=float(np.max(np.abs(gradient() - check))),
                   gradient_max_abs=float(np.max(np.abs(check))))
     if saliency_dir:
@@ -206,8 +217,9 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
     return result
 
 
-def _run_child(args, log):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+def _run_child(args, log, allocator_env):
+    env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_VARIABLES}
+    env.update(allocator_env, TF_CPP_MIN_LOG_LEVEL="3",
                PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tools")] + [
                    p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     proc = subprocess.run([sys.executable, __file__] + [str(a) for a in args],
@@ -228,20 +240,46 @@ def _saliency_dir():
 
 
 def bench_section(cfg, log):
-    """The section's rows: one per batch size (a fresh process each)."""
+    """The section's rows: one per batch size and allocator (a fresh process
+    each)."""
     a = cfg["attribution"]
     saliency = _saliency_dir()
     rows = []
-    for batch in a["batches"]:
-        log("attribution: MobileNetV2 %dx%d alpha %g, batch %d (own process)" % (
-            a["size"], a["size"], a["alpha"], batch))
-        rows.append(_run_child([a["size"], a["alpha"], batch, a["repeats"]]
-                               + ([saliency] if saliency else []), log))
+    for allocator, allocator_env in ALLOCATORS:
+        for batch in a["batches"]:
+            log("attribution: MobileNetV2 %dx%d alpha %g, batch %d, %s CPU allocator "
+                "(own process)" % (a["size"], a["size"], a["alpha"], batch, allocator))
+            row = _run_child([a["size"], a["alpha"], batch, a["repeats"]]
+                             + ([saliency] if saliency else []), log, allocator_env)
+            rows.append(dict(row, allocator=allocator))
     if not saliency:
         rows.append({"error": "PAIR's saliency.tf1 not measured: no saliency package at %s "
                               "(compat/reference_venv.sh installs it there; "
                               "BENCH_SALIENCY_DIR names another folder)" % SALIENCY_DIR})
     return rows
+
+
+_ALLOCATOR_TITLES = {
+    "default": "default CPU allocator",
+    "BFC": "TF_CPU_ALLOCATOR_USE_BFC=true",
+}
+
+
+def _same_maps(rows):
+    """A sentence on whether each batch's maps were the same bits under every
+    allocator (the SHA-256 of each method's maps), or '' with one allocator."""
+    by_batch = {}
+    for r in rows:
+        if "maps_sha256" in r:
+            by_batch.setdefault(r["batch"], []).append(r["maps_sha256"])
+    pairs = [d for d in by_batch.values() if len(d) > 1]
+    if not pairs:
+        return ""
+    differ = sorted({m for d in pairs for m in d[0] if any(o.get(m) != d[0][m] for o in d[1:])})
+    if differ:
+        return "The maps of %s differ between the allocators." % ", ".join(differ)
+    return ("Every method's maps were the same bits under both allocators (their "
+            "SHA-256 compared, at each batch size).")
 
 
 def render(rows):
@@ -264,10 +302,16 @@ def render(rows):
             "output tensor. graph_override's methods run through one "
             "`attribution.Explainer` per process (`first call` includes patching and "
             "building the function); DeepLIFT's baseline is zeros, one reference row "
-            "after the inputs." % (r0["size"], r0["size"], r0["alpha"], r0["repeats"]))
+            "after the inputs. Each batch runs under TensorFlow's default CPU "
+            "allocator (malloc: on Linux every large tensor is a fresh mmap whose pages "
+            "fault in at each step) and under TF_CPU_ALLOCATOR_USE_BFC=true (its pooling "
+            "allocator, which reuses them); each in processes of its own." % (r0["size"], r0["size"], r0["alpha"], r0["repeats"]))
     for r in rows:
         out.append("")
-        out.append("### Batch %d (TensorFlow %s)" % (r["batch"], r["tensorflow"]))
+        allocator = r.get("allocator")  # absent in rows measured before it was
+        out.append("### Batch %d%s (TensorFlow %s)" % (
+            r["batch"], ", " + _ALLOCATOR_TITLES[allocator] if allocator else "",
+            r["tensorflow"]))
         out.append("")
         out.append("| variant | median s | ratio to the plain gradient | goal | first call s |")
         out.append("|---|---|---|---|---|")
@@ -287,6 +331,10 @@ def render(rows):
                        "again); its largest difference to the plain gradient: %.2g (it "
                        "overrides Relu, and MobileNetV2's activations are Relu6)."
                        % r["pair_max_abs_diff_to_plain_gradient"])
+    same = _same_maps(rows)
+    if same:
+        out.append("")
+        out.append(same)
     out.extend([""] + ["- %s" % e for e in errors] if errors else [])
     return "\n".join(out).strip("\n")
 

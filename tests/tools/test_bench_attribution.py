@@ -85,12 +85,55 @@ def test_pair_is_imported_without_the_package_init_files(bench, tmp_path):
 def test_without_saliency_the_section_says_so(bench, monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "SALIENCY_DIR", str(tmp_path / "nowhere"))
     ran = []
-    monkeypatch.setattr(bench, "_run_child", lambda args, log: ran.append(args) or _row())
+    monkeypatch.setattr(bench, "_run_child",
+                        lambda args, log, env: ran.append((args, env)) or _row())
     cfg = {"attribution": dict(size=32, alpha=0.35, batches=[1, 4], repeats=2)}
     rows = bench.bench_section(cfg, lambda message: None)
-    assert ran == [[32, 0.35, 1, 2], [32, 0.35, 4, 2]]   # no saliency folder passed
+    bfc = {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
+    # every batch under each allocator; no saliency folder passed
+    assert ran == [([32, 0.35, 1, 2], {}), ([32, 0.35, 4, 2], {}),
+                   ([32, 0.35, 1, 2], bfc), ([32, 0.35, 4, 2], bfc)]
+    assert [r["allocator"] for r in rows[:-1]] == ["default", "default", "BFC", "BFC"]
     assert "not measured: no saliency package at %s" % (tmp_path / "nowhere") in (
         rows[-1]["error"])
+
+
+def test_the_default_allocator_s_child_does_not_inherit_a_bfc_setting(bench, monkeypatch):
+    """A TF_CPU_ALLOCATOR_USE_BFC in the caller's environment would make the
+    'default' rows measure the pooling allocator."""
+    seen = []
+
+    def run(argv, env, **kwargs):
+        seen.append(env)
+        return subprocess.CompletedProcess(argv, 0, stdout=json.dumps(_row()) + "\n",
+                                           stderr="")
+    monkeypatch.setattr(bench.subprocess, "run", run)
+    monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "true")
+    monkeypatch.setenv("TF_CPU_BFC_MEM_LIMIT_IN_MB", "512")
+    for _, env in bench.ALLOCATORS:
+        assert bench._run_child([32, 0.35, 1, 2], lambda message: None, env)["batch"] == 32
+    default, pooled = seen
+    assert "TF_CPU_ALLOCATOR_USE_BFC" not in default
+    assert "TF_CPU_BFC_MEM_LIMIT_IN_MB" not in default
+    assert pooled["TF_CPU_ALLOCATOR_USE_BFC"] == "true"
+    assert "TF_CPU_BFC_MEM_LIMIT_IN_MB" not in pooled
+    assert default["TF_CPP_MIN_LOG_LEVEL"] == pooled["TF_CPP_MIN_LOG_LEVEL"] == "3"
+
+
+def test_render_names_the_allocator_and_compares_the_maps(bench):
+    same = {"gradient_input": "aa", "guided_backprop": "bb"}
+    rows = [_row(allocator="default", maps_sha256=same),
+            _row(allocator="BFC", maps_sha256=dict(same))]
+    lines = bench.render(rows).splitlines()
+    assert "### Batch 32, default CPU allocator (TensorFlow 2.21.0)" in lines
+    assert "### Batch 32, TF_CPU_ALLOCATOR_USE_BFC=true (TensorFlow 2.21.0)" in lines
+    assert lines[-1].startswith("Every method's maps were the same bits under both")
+    rows[1]["maps_sha256"]["guided_backprop"] = "cc"
+    assert bench.render(rows).splitlines()[-1] == (
+        "The maps of guided_backprop differ between the allocators.")
+    # one allocator (or rows from before the digests): no sentence
+    assert "same bits" not in bench.render([_row(allocator="default", maps_sha256=same)])
+    assert "same bits" not in bench.render([_row(), _row()])
 
 
 @pytest.mark.slow
@@ -106,11 +149,13 @@ def test_quick_section_times_the_library_s_own_gradient(tmp_path):
     text = out.read_text()
     section = text.split("## 7. Attribution maps")[1].split("<!--")[0]
     for batch in (1, 4):
-        assert "### Batch %d (TensorFlow " % batch in section
+        for allocator in ("default CPU allocator", "TF_CPU_ALLOCATOR_USE_BFC=true"):
+            assert "### Batch %d, %s (TensorFlow " % (batch, allocator) in section
     for method in ("gradient_input", "guided_backprop", "eps_lrp", "deeplift"):
-        assert section.count("| %s | " % method) == 2, method
+        assert section.count("| %s | " % method) == 4, method
+    assert "Every method's maps were the same bits under both allocators" in section
     assert "PAIR's saliency.tf1 not measured" in section
     data = json.loads(text.split("<!-- bench-data ")[1].split(" -->")[0])
-    for row in data["attribution"][:2]:
+    for row in data["attribution"][:4]:
         assert row["baseline_max_abs_diff"] <= 1e-5 * row["gradient_max_abs"]
         assert row["gradient_max_abs"] > 0
