@@ -34,6 +34,7 @@ __all__ = [
     "has_gradient_entry",
     "in_v1_control_flow",
     "is_op_type",
+    "keras_multi_worker_fit",
     "lookup_gradient",
     "op_def",
     "op_type_suggestions",
@@ -196,3 +197,97 @@ def in_v1_control_flow(tensor):
     graph = tensor.graph
     return (graph._get_control_flow_context() is not None  # pylint: disable=protected-access
             or tensor.op._get_control_flow_context() is not None)  # pylint: disable=protected-access
+
+
+# --- Keras 3's model.fit under MultiWorkerMirroredStrategy ------------------
+# Keras 3's TensorFlow trainer (keras/src/backend/tensorflow/trainer.py, 3.0 to
+# 3.15 at least) fails under a multi-worker strategy in two places, both in
+# its own reductions (keras-team/keras#20585, tensorflow/tensorflow#72388):
+# TensorFlowTrainer._maybe_symbolic_build averages a batch of data across the
+# workers eagerly, only to learn its shapes, which the collective reduce
+# refuses ("Attempt to convert a value (PerReplica...)"); and
+# reduce_per_replica's "mean" reduces the step's scalar logs along axis 0,
+# which a scalar has not. The replacements below change those two places, for
+# multi-worker strategies only: the symbolic build takes this worker's first
+# replica's batch (the same shapes), and the logs are averaged across the
+# replicas (what the single-worker "mean" does).
+_KERAS_TRAINER_PATCHES = {}
+
+
+def _keras_tf_trainer():
+    """keras/src/backend/tensorflow/trainer.py's module, or None (Keras 2)."""
+    if not hasattr(tf.keras, "ops"):
+        return None
+    import importlib  # pylint: disable=import-outside-toplevel
+    return importlib.import_module("keras.src.backend.tensorflow.trainer")
+
+
+def keras_multi_worker_fit(enable):
+    """Replaces (`enable` True) or puts back (False) the two functions of
+    Keras 3's TensorFlow trainer described above. Returns whether they are
+    replaced now; False on Keras 2, whose model.fit works under the strategy.
+    RuntimeError if this Keras lacks what the replacements wrap (private:
+    ``keras.src.backend.tensorflow.trainer``'s ``TensorFlowTrainer
+    ._maybe_symbolic_build``, ``reduce_per_replica`` and
+    ``_collective_all_reduce_multi_worker``)."""
+    trainer = _keras_tf_trainer()
+    if trainer is None:
+        return False
+    if not enable:
+        for (owner, name), original in _KERAS_TRAINER_PATCHES.items():
+            setattr(owner, name, original)
+        _KERAS_TRAINER_PATCHES.clear()
+        return False
+    if not _KERAS_TRAINER_PATCHES:
+        for owner, name, replacement in _keras_trainer_replacements(trainer):
+            _KERAS_TRAINER_PATCHES[(owner, name)] = getattr(owner, name)
+            setattr(owner, name, replacement)
+    return True
+
+
+def _keras_trainer_replacements(trainer):
+    """[(owner, name, replacement)] for `keras_multi_worker_fit`."""
+    cls = getattr(trainer, "TensorFlowTrainer", None)
+    missing = [n for n, ok in (
+        ("TensorFlowTrainer._maybe_symbolic_build",
+         hasattr(cls, "_maybe_symbolic_build")),
+        ("reduce_per_replica", hasattr(trainer, "reduce_per_replica")),
+        ("_collective_all_reduce_multi_worker",
+         hasattr(trainer, "_collective_all_reduce_multi_worker"))) if not ok]
+    if missing:
+        import keras  # pylint: disable=import-outside-toplevel
+        raise RuntimeError(
+            "graph_override.keras.enable_multi_worker_fit: Keras %s's TensorFlow "
+            "trainer (keras.src.backend.tensorflow.trainer) has no %s, which the "
+            "workaround replaces; it knows Keras 3.0 to 3.15. Train with a custom "
+            "loop and strategy.run instead (docs/guide/keras.md, 'Scaling out')."
+            % (keras.__version__, ", ".join(missing)))
+    multi_worker = trainer._collective_all_reduce_multi_worker  # pylint: disable=protected-access
+    build = cls._maybe_symbolic_build  # pylint: disable=protected-access
+    reduce = trainer.reduce_per_replica
+
+    def first_replica(value, strategy):
+        if isinstance(value, tf.distribute.DistributedValues):
+            return strategy.experimental_local_results(value)[0]
+        return value
+
+    @functools.wraps(build)
+    def maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = self._distribute_strategy  # pylint: disable=protected-access
+        if strategy is None or iterator is None or not multi_worker(strategy):
+            return build(self, iterator=iterator, data_batch=data_batch)
+        for _, _, batches in iterator:  # the original's one batch, for its shapes
+            data_batch = tf.nest.map_structure(
+                lambda v: first_replica(v, strategy), next(batches))
+            break
+        return build(self, iterator=None, data_batch=data_batch)
+
+    @functools.wraps(reduce)
+    def reduce_per_replica(values, strategy, reduction):
+        if reduction in ("auto", "mean") and multi_worker(strategy):
+            return tf.nest.map_structure(
+                lambda v: strategy.reduce("MEAN", v, axis=None), values)
+        return reduce(values, strategy, reduction)
+
+    return [(cls, "_maybe_symbolic_build", maybe_symbolic_build),
+            (trainer, "reduce_per_replica", reduce_per_replica)]

@@ -2,9 +2,10 @@
 bundled digits with model.fit, and train_bnn.py's BinaryNet MLP reaches the
 Session version's accuracy; MirroredStrategy over two logical CPU devices
 gives one device's weights, as does MultiWorkerMirroredStrategy with two local
-worker processes (model.fit on Keras 2, a custom training loop on both; Keras
-3's model.fit fails there upstream, pinned here), and jit_compile=True gives
-the same steps."""
+worker processes (model.fit and evaluate on both releases, on Keras 3 after
+lq.enable_multi_worker_fit; a custom training loop on both; Keras 3's own
+model.fit fails there upstream, pinned here), and jit_compile=True gives the
+same steps."""
 
 import os
 import subprocess
@@ -157,8 +158,10 @@ _WORKER = r"""
 import sys, numpy as np, tensorflow as tf
 sys.path.insert(0, "tests/keras")
 from test_keras_training import binarized_cnn
+import graph_override.keras as lq
 from graph_override.training import data
 workers, how, out = sys.argv[1:4]
+patched = lq.enable_multi_worker_fit() if how == "fit" else None
 split = data.digits_splits()
 strategy = (tf.distribute.MultiWorkerMirroredStrategy() if workers == "2"
             else tf.distribute.get_strategy())
@@ -185,8 +188,10 @@ if how == "loop":  # the guide's custom training loop
             step(x, y)
 else:
     model.fit(dataset, epochs=2, verbose=0)
+evaluated = model.evaluate(dataset, verbose=0) if how == "fit" else np.nan
 np.savez(out, **{"w%d" % i: w for i, w in enumerate(model.get_weights())},
-         **{"init%d" % i: w for i, w in enumerate(initial)})
+         **{"init%d" % i: w for i, w in enumerate(initial)},
+         evaluated=np.float64(evaluated), patched=np.bool_(bool(patched)))
 """
 KERAS_3 = hasattr(tf.keras, "ops")
 
@@ -214,13 +219,11 @@ def _two_workers(tmp_path, how):
 
 # Keras 3 (TensorFlow 2.16 to 2.21 at least): model.fit fails under
 # MultiWorkerMirroredStrategy, keras-team/keras#20585, tensorflow/tensorflow#72388;
-# a custom training loop with strategy.run works.
+# lq.enable_multi_worker_fit mends it, and a custom training loop with
+# strategy.run works without it.
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["loop", "fit"])
 def test_multi_worker_mirrored_strategy_gives_one_devices_weights(how, tmp_path):
-    if how == "fit" and KERAS_3:
-        pytest.skip("Keras 3's model.fit fails under MultiWorkerMirroredStrategy "
-                    "(keras-team/keras#20585; pinned by the test below)")
     codes, outputs = _two_workers(tmp_path, how)
     for code, out in zip(codes, outputs):
         assert code == 0, out[-3000:]
@@ -234,14 +237,19 @@ def test_multi_worker_mirrored_strategy_gives_one_devices_weights(how, tmp_path)
         assert np.abs(one["w%d" % i] - one["init%d" % i]).max() > 1e-3  # it trained
         np.testing.assert_array_equal(first["w%d" % i], second["w%d" % i])
         np.testing.assert_allclose(first["w%d" % i], one["w%d" % i], rtol=0, atol=1e-5)
+    if how == "fit":  # patched on Keras 3 only; evaluate agrees on both workers
+        assert bool(first["patched"]) == KERAS_3 == bool(second["patched"])
+        assert first["evaluated"] == second["evaluated"]
+        np.testing.assert_allclose(first["evaluated"], one["evaluated"], rtol=1e-5)
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not KERAS_3, reason="Keras 2's model.fit works under the strategy")
 def test_keras3_fit_under_multi_worker_strategy_still_fails_upstream(tmp_path):
     """Pins the upstream failure for a plain Dense model (no graph_override
-    layer): when a release fixes it, this fails, and the guide's cluster
-    section and the skip above should go."""
+    layer, no enable_multi_worker_fit): when a release fixes it, this fails,
+    and the guide's cluster section and enable_multi_worker_fit should say
+    which Keras no longer needs it."""
     codes, outputs = _two_workers(tmp_path, "plain fit")
     assert codes != [0, 0], "model.fit under MultiWorkerMirroredStrategy works now"
     assert any("Attempt to convert a value (PerReplica" in out and
