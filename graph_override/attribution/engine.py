@@ -176,7 +176,9 @@ class Explainer:
         x = models.as_float_input(x)
         rule_params = {k: options[k] for k in spec.options if k in options}
         if spec.name == "deeplift":  # N + 1 rows where one baseline serves every input
-            rule_params["shared_reference"] = methods.one_reference(options.get("baseline"), x)
+            # built once: the row count is chosen from it and the method uses it
+            options = dict(options, baseline=targets.baseline_for(options.get("baseline"), x))
+            rule_params["shared_reference"] = methods.one_reference(options["baseline"], x)
         method_rules = method_table.rule_strings(spec.name, **rule_params)
         if rule_params:
             try:

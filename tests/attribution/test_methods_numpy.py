@@ -328,3 +328,23 @@ def test_a_batch_of_no_examples_gives_no_maps(method):
     assert result.maps.shape == (0, 2)
     if method in ("integrated_gradients", "deeplift"):
         assert result.delta.shape == (0,)
+
+
+def test_deeplift_builds_the_baseline_array_once(monkeypatch):
+    """The row count is chosen from the same array the method uses: one
+    array of x's size per call, not one for the choice and one for the maps.
+    The maps are those of a baseline given as the full array."""
+    from graph_override.attribution import targets  # pylint: disable=import-outside-toplevel
+    graph_def = nets.dense_graph_def(nets.dense_params([3, 4, 2], 1), "relu")
+    explainer = attribution.Explainer(graph_def, inputs="x", outputs="logits")
+    built, own = [], targets.baseline_for
+    monkeypatch.setattr(targets, "baseline_for",
+                        lambda b, x, *a, **k: built.append(b) or own(b, x, *a, **k))
+    for baseline in (None, 0.25, X[0]):
+        del built[:]
+        result = explainer.attribute("deeplift", X, target=1, baseline=baseline)
+        made = [b for b in built if not (isinstance(b, np.ndarray) and b.shape == X.shape)]
+        assert len(made) == 1, (baseline, built)
+        full = own(baseline, X)
+        np.testing.assert_array_equal(
+            result.maps, explainer.attribute("deeplift", X, target=1, baseline=full).maps)
