@@ -305,7 +305,8 @@ def render(rows):
             "after the inputs. Each batch runs under TensorFlow's default CPU "
             "allocator (malloc: on Linux every large tensor is a fresh mmap whose pages "
             "fault in at each step) and under TF_CPU_ALLOCATOR_USE_BFC=true (its pooling "
-            "allocator, which reuses them); each in processes of its own." % (r0["size"], r0["size"], r0["alpha"], r0["repeats"]))
+            "allocator, which reuses them); each in processes of its own."
+            % (r0["size"], r0["size"], r0["alpha"], r0["repeats"]))
     for r in rows:
         out.append("")
         allocator = r.get("allocator")  # absent in rows measured before it was
