@@ -12,6 +12,11 @@ arguments, weights and config), plus:
 - ``pad_values`` (the convolutions that have it in larq): with
   ``padding="same"``, the value the quantized input is padded with.
 
+With one of `graph_override.keras.quantizers`' own quantizers on its input,
+a layer keeps its input for the backward pass, as the float layer does, and
+quantizes it again there (not the quantized input and the quantizer's mask:
+a fifth more memory per activation); the values are the same bit for bit.
+
 Quantizers are given by name (``"ste_sign"``), as objects
 (``SteSign(clip_value=0.5)``) or as any function of one tensor; constraints
 by name (``"weight_clip"``) or object (`graph_override.keras.quantizers`,
@@ -84,6 +89,48 @@ def _is_binary(quantizer):
             and not isinstance(quantizer, quantizers.NoOp))
 
 
+def _recomputable(quantizer):
+    """Whether `quantizer` is one of `graph_override.keras.quantizers`' own
+    classes: a function of its input alone, which the backward pass can
+    compute again (a quantizer of the user's own may draw random numbers)."""
+    return type(quantizer) in quantizers.CLASSES and not isinstance(quantizer, quantizers.NoOp)
+
+
+def _keeping_the_input(layer, call, inputs, replaced):
+    """``call(input_quantizer(inputs))`` with the quantized weights
+    `replaced`, whose gradient keeps only `inputs` (and the weights): it
+    quantizes the input again in the backward pass, once dy is there. Left to
+    itself, TensorFlow keeps the quantized input (4 bytes per element, for
+    the kernel's gradient) and the quantizer's mask (1 byte, for the input's)
+    from the forward pass to the backward one, where the float layer keeps
+    only its input (4 bytes). The values are the same ops on the same
+    tensors; the layer's op is not run again: its gradient does not read its
+    output, so TensorFlow drops it from the backward graph (eagerly it runs
+    twice)."""
+    slots = [slot for slot, _ in replaced]
+
+    def forward(x, values):
+        with _replaced(layer, list(zip(slots, values))):
+            return call(layer.input_quantizer(x))
+
+    @tf.custom_gradient
+    def quantized_call(x, *values):
+        def gradient(dy, variables=None):
+            with tf.control_dependencies([dy]):  # not before the backward pass
+                again = tf.identity(x)
+            sources = [again] + list(values)
+            with tf.GradientTape() as tape:
+                tape.watch(sources)
+                y = forward(again, values)
+            grads = tape.gradient(y, sources + list(variables or ()), output_gradients=dy)
+            if variables is None:
+                return grads
+            return grads[:len(sources)], grads[len(sources):]
+        return forward(x, values), gradient
+
+    return quantized_call(tf.convert_to_tensor(inputs), *[v for _, v in replaced])
+
+
 class _QuantizedLayer:
     """The quantizer arguments, resolved, checked, applied and saved."""
 
@@ -118,11 +165,15 @@ class _QuantizedLayer:
                         type(self).__name__, self.name,
                         getattr(self.input_quantizer, "name", self.input_quantizer),
                         dtype.name))
-            inputs = self.input_quantizer(inputs)
         replaced = [(slot, quantizer(tf.convert_to_tensor(variable)))
                     for slot, variable, quantizer in quantized_weights(self)]
+        call = super().call
+        if _recomputable(self.input_quantizer):
+            return _keeping_the_input(self, call, inputs, replaced)
+        if self.input_quantizer is not None:
+            inputs = self.input_quantizer(inputs)
         with _replaced(self, replaced):
-            return super().call(inputs)
+            return call(inputs)
 
     def get_config(self):
         config = super().get_config()

@@ -23,6 +23,25 @@ def _selects(graph):
     return [op for op in graph.get_operations() if op.type in ("Select", "SelectV2")]
 
 
+def _read(ops):
+    return [op for op in ops if any(o.consumers() for o in op.outputs)]
+
+
+def _after_the_gradient(tensor):
+    """Whether `tensor` is computed once the backward pass has begun: some
+    op it depends on (through inputs or control inputs) is the tape's."""
+    seen, todo = set(), [tensor.op]
+    while todo:
+        op = todo.pop()
+        if op.name.startswith("gradient_tape/"):
+            return True
+        for parent in [t.op for t in op.inputs] + list(op.control_inputs):
+            if parent.name not in seen:
+                seen.add(parent.name)
+                todo.append(parent)
+    return False
+
+
 def _zero_fills(graph, shape):
     """Constant-filled tensors of `shape` that some op reads (the tape's own
     zeros for IdentityN's unused outputs are read by nothing, and pruned)."""
@@ -72,8 +91,44 @@ def test_training_step_holds_no_batch_sized_zeros():
         return model.train_step((x, y))
 
     graph = step.get_concrete_function(tf.constant(x), tf.constant(y)).graph
-    assert len(_selects(graph)) == 3  # both kernels, the second input (the first needs none)
+    # Both kernels and the second input; the first input's (a gradient no one
+    # asks for, computed by the layer's own gradient) is read by nothing and
+    # pruned when the step is instantiated.
+    assert len(_read(_selects(graph))) == 3
     for op in _selects(graph):
         assert op.inputs[2].shape.rank == 0, op.name
     for shape in [(128, 16), (128, 32), (16, 32), (32, 10)]:
         assert _zero_fills(graph, shape) == [], shape
+
+
+@pytest.mark.parametrize("quantizer", ["ste_sign", "approx_sign", "ste_tern", "dorefa_quantizer"])
+def test_training_step_keeps_the_input_not_its_quantized_form(quantizer):
+    """Between the forward and the backward pass a quantized layer keeps its
+    input, as the float layer does (4 bytes per element), not the quantized
+    input and the quantizer's mask (5): both are computed again once dy is
+    there. Measured on a network of six QuantConv2D at batch 128 (32x32x64):
+    TensorFlow's allocator peaks at 0.86x the float network, 0.96x before."""
+    model = tf.keras.Sequential([
+        tf.keras.Input((16,)),
+        tf.keras.layers.Dense(16),
+        lq.layers.QuantDense(32, input_quantizer=quantizer, kernel_quantizer="ste_sign",
+                             kernel_constraint="weight_clip")])
+    model.compile("sgd", tf.keras.losses.MeanSquaredError())
+    x = np.random.RandomState(0).uniform(-1, 1, (128, 16)).astype(np.float32)
+    y = np.zeros((128, 32), np.float32)
+
+    @tf.function
+    def step(x, y):
+        return model.train_step((x, y))
+
+    graph = step.get_concrete_function(tf.constant(x), tf.constant(y)).graph
+    kernel_gradients = [op for op in graph.get_operations()
+                        if op.type == "MatMul" and op.outputs[0].shape.as_list() == [16, 32]]
+    assert len(kernel_gradients) == 1, kernel_gradients
+    (quantized_input,) = [t for t in kernel_gradients[0].inputs if t.shape.as_list() == [128, 16]]
+    assert _after_the_gradient(quantized_input), quantized_input.op.name
+    masks = [op.inputs[0] for op in _read(_selects(graph))
+             if op.inputs[1].shape.as_list() == [128, 16]]
+    assert len(masks) == (2 if quantizer == "dorefa_quantizer" else 1)  # clip_by_value: 2
+    for mask in masks:
+        assert _after_the_gradient(mask), mask.op.name
