@@ -62,7 +62,8 @@ FULL = dict(
     frozen_nodes=[10_000, 100_000, 1_000_000], frozen_repeats=3,
     migrate=[(20, 400), (80, 400)],
     cli_repeats=9,
-    keras=dict(size=16, width=16, batch=64, repeats=7, steps=5, memory_repeats=5),
+    keras=dict(size=16, width=16, batch=64, repeats=7, steps=5, memory_repeats=5,
+               deep=(6, 64, 128)),
     attribution=dict(size=224, alpha=1.0, batches=[1, 32], repeats=5),
 )
 QUICK = dict(
@@ -72,7 +73,8 @@ QUICK = dict(
     frozen_nodes=[2_000], frozen_repeats=1,
     migrate=[(3, 60)],
     cli_repeats=1,
-    keras=dict(size=8, width=4, batch=16, repeats=2, steps=2, memory_repeats=1),
+    keras=dict(size=8, width=4, batch=16, repeats=2, steps=2, memory_repeats=1,
+               deep=(2, 8, 8)),
     attribution=dict(size=32, alpha=0.35, batches=[1, 4], repeats=2),
 )
 

@@ -17,7 +17,13 @@ QuantDense x 2, binarized inputs and kernels, ``weight_clip``):
    larq's own layers are measured too;
 3. under TensorFlow 2.15 (compat/.venv-2.15, where larq 0.13.3 is
    installed), the quantized network with these layers against the same
-   network with larq's layers, alternating in one process of that venv.
+   network with larq's layers, alternating in one process of that venv;
+4. on a deeper network whose activations, not the runtime, fill the memory
+   (`build_deep`), quantized against float, each in a fresh process: the
+   peak of the tensors a training step holds, as TensorFlow's own allocator
+   counts them (its pooling allocator, TF_CPU_ALLOCATOR_USE_BFC, which keeps
+   that count; the peak after warm-up), and VmHWM under that allocator and
+   under the default one (malloc).
 
 A ratio is the median over repetitions of the ratio within each one.
 Run on its own: ``python tools/bench_keras.py step|memory|larq ARGS`` (what
@@ -62,6 +68,51 @@ def build(layers, size, width, seed=0):
         dense(8 * width, **quantized), norm(),
         dense(10, **quantized), norm(),
         tf.keras.layers.Activation("softmax")])
+
+
+def build_deep(layers, depth, width, seed=0):
+    """A float Conv2D on 32x32x3 inputs, then `depth` convolutions of
+    `width` channels (QuantConv2D with binarized inputs and kernels from
+    `layers`, or float Conv2D for None), each with batch normalization, and a
+    pooled 10-way Dense."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.keras.utils.set_random_seed(seed)
+    stack = [tf.keras.Input((32, 32, 3)),
+             tf.keras.layers.Conv2D(width, 3, padding="same", use_bias=False),
+             tf.keras.layers.BatchNormalization(scale=False)]
+    for _ in range(depth):
+        stack.append(tf.keras.layers.Conv2D(width, 3, padding="same", use_bias=False)
+                     if layers is None else layers.QuantConv2D(
+                         width, 3, padding="same", use_bias=False, input_quantizer="ste_sign",
+                         kernel_quantizer="ste_sign", kernel_constraint="weight_clip"))
+        stack.append(tf.keras.layers.BatchNormalization(scale=False))
+    stack += [tf.keras.layers.GlobalAveragePooling2D(), tf.keras.layers.Dense(10),
+              tf.keras.layers.Activation("softmax")]
+    return tf.keras.Sequential(stack)
+
+
+def _deep_peaks(layers, depth, width, batch, steps):
+    """Trains `build_deep` for `steps` steps after one of warm-up: the peak,
+    in MB, of the tensors TensorFlow's CPU allocator holds over those steps
+    (None under the default allocator, which does not count them) and the
+    process's VmHWM."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    model = _compiled(build_deep(layers, depth, width))
+    rng = np.random.RandomState(1)
+    x = rng.uniform(-1, 1, (batch, 32, 32, 3)).astype(np.float32)
+    y = rng.randint(0, 10, batch).astype(np.int64)
+    model.train_on_batch(x, y)
+    try:
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        counted = True
+    except ValueError:  # the default allocator keeps no count
+        counted = False
+    for _ in range(steps):
+        model.train_on_batch(x, y)
+    tensors = tf.config.experimental.get_memory_info("CPU:0")["peak"] if counted else None
+    return dict(tensor_peak_mb=None if tensors is None else tensors / 2.0 ** 20,
+                peak_mb=_hwm_mb())
 
 
 def _data(size, batch, seed=1):
@@ -125,7 +176,10 @@ def child(argv):
     sys.path.insert(0, str(ROOT / "tools"))
     kind, size, width, batch = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     import graph_override.keras as lq  # pylint: disable=import-outside-toplevel
-    if kind == "memory":  # argv[4]: quantized, float or larq; argv[5]: steps
+    if kind == "tensors":  # size is the depth; argv[4]: quantized or float; argv[5]: steps
+        layers = {"quantized": lq.layers, "float": None}[argv[4]]
+        result = _deep_peaks(layers, size, width, batch, int(argv[5]))
+    elif kind == "memory":  # argv[4]: quantized, float or larq; argv[5]: steps
         layers = {"quantized": lq.layers, "float": None}.get(argv[4])
         if argv[4] == "larq":
             import larq  # pylint: disable=import-outside-toplevel
@@ -212,6 +266,40 @@ def _memory_rows(python, kinds, shape, k, log, arenas=None):
     return rows
 
 
+def _deep_rows(k, log):
+    """`build_deep` with k["deep"] = (depth, width, batch), quantized against
+    float, each in a fresh process, under TensorFlow's pooling allocator
+    (the peak of the tensors a training step holds, and VmHWM) and its
+    default one (VmHWM): medians, and the median of the ratios."""
+    from bench_common import median, rotations  # pylint: disable=import-outside-toplevel
+    depth, width, batch = k["deep"]
+    network = "%d QuantConv2D of %d channels at 32x32, batch %d" % (depth, width, batch)
+    rows = []
+    for allocator, env in (("pooling", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+                           ("default", {"TF_CPU_ALLOCATOR_USE_BFC": "false"})):
+        found = {}
+        for order in rotations(["quantized", "float"], k["memory_repeats"]):
+            for kind in order:
+                m = _run_child(sys.executable, ["tensors"] + list(k["deep"]) + [kind, 2], log,
+                               **env)
+                if "error" in m:
+                    return rows + [m]
+                for key in ("tensor_peak_mb", "peak_mb"):
+                    found.setdefault(key, {}).setdefault(kind, []).append(m[key])
+        measures = [("peak_mb", "peak memory (VmHWM) of a process that trains", None)]
+        if allocator == "pooling":
+            measures.insert(0, ("tensor_peak_mb", "peak of the tensors of a training step",
+                                GOALS["memory"]))
+        for key, what, goal in measures:
+            ours, theirs = found[key]["quantized"], found[key]["float"]
+            rows.append(_row("%s, TensorFlow's %s allocator, %s: these layers against float "
+                             "Conv2D" % (what, allocator, network),
+                             median(ours), median(theirs),
+                             median(a / b for a, b in zip(ours, theirs)), goal, "MB",
+                             m["tensorflow"], k["memory_repeats"]))
+    return rows
+
+
 def bench_section(cfg, log):
     """The section's rows: each comparison with its medians, ratio and goal."""
     k = cfg["keras"]
@@ -227,6 +315,8 @@ def bench_section(cfg, log):
     rows += _memory_rows(sys.executable, ("quantized", "float"), shape, k, log)
     log("keras: the same with one malloc arena (no allocator slack across threads)")
     rows += _memory_rows(sys.executable, ("quantized", "float"), shape, k, log, arenas=1)
+    log("keras: peak memory of a deeper network, under both CPU allocators")
+    rows += _deep_rows(k, log)
     if not VENV_215.exists():
         rows.append({"error": "no TensorFlow 2.15 Python at %s (compat/run.sh builds it; "
                               "BENCH_PYTHON_215 names another): larq's layers not "

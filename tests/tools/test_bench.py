@@ -379,6 +379,13 @@ def test_quick_keras_section_compares_with_float_and_larq(tmp_path):
     assert re.search(peak + r"float Conv2D/Dense \| %s \| 1 " % version + cell, section)
     assert re.search(added + r"float Conv2D/Dense \| %s \| 1 " % version + informative,
                      section)
+    deep = r", 2 QuantConv2D of 8 channels at 32x32, batch 8: these layers against float Conv2D"
+    assert re.search(r"\| peak of the tensors of a training step, TensorFlow's pooling "
+                     r"allocator" + deep + r" \| %s \| 1 " % version + cell, section)
+    for allocator in ("pooling", "default"):
+        assert re.search(r"\| peak memory \(VmHWM\) of a process that trains, TensorFlow's "
+                         + allocator + r" allocator" + deep + r" \| %s \| 1 " % version
+                         + informative, section)
     if "BENCH_PYTHON_215" in env:
         assert re.search(r"\| training step: these layers against larq 0.13.3's \| 2\.15\.[0-9]+ "
                          r"\| 2 " + cell, section)
