@@ -169,6 +169,10 @@ class _QuantizedLayer:
                     for slot, variable, quantizer in quantized_weights(self)]
         call = super().call
         if _recomputable(self.input_quantizer):
+            # The bias too is read here, where Keras casts it for the layer's
+            # dtype policy: the backward pass runs outside the layer's call.
+            if getattr(self, "bias", None) is not None:
+                replaced.append(("bias", tf.convert_to_tensor(self.bias)))
             return _keeping_the_input(self, call, inputs, replaced)
         if self.input_quantizer is not None:
             inputs = self.input_quantizer(inputs)

@@ -62,6 +62,9 @@ class Quantizer(tf.keras.layers.Layer):
                 "%s(metrics=%r): graph_override.keras does not compute larq's "
                 "training metrics (flip_ratio); pass metrics=None."
                 % (type(self).__name__, metrics))
+        # A quantizer computes in the dtype it is given (a mixed-precision
+        # layer's float16 input or kernel), not in its own dtype policy's.
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
 
     def compute_output_shape(self, input_shape):

@@ -132,3 +132,62 @@ def test_training_step_keeps_the_input_not_its_quantized_form(quantizer):
     assert len(masks) == (2 if quantizer == "dorefa_quantizer" else 1)  # clip_by_value: 2
     for mask in masks:
         assert _after_the_gradient(mask), mask.op.name
+
+
+RECOMPUTED = [("QuantDense", dict(units=6), (5, 7)),
+              ("QuantConv1D", dict(filters=3, kernel_size=3, padding="same", pad_values=1.0),
+               (2, 9, 4)),
+              ("QuantConv2D", dict(filters=3, kernel_size=3), (2, 7, 7, 4)),
+              ("QuantConv2DTranspose", dict(filters=3, kernel_size=3, strides=2), (2, 5, 5, 4)),
+              ("QuantDepthwiseConv2D", dict(kernel_size=3, padding="same"), (2, 7, 7, 4)),
+              ("QuantSeparableConv2D", dict(filters=3, kernel_size=3), (2, 7, 7, 4))]
+
+
+def _bits(value):
+    value = np.asarray(value)
+    return value.view({2: np.uint16, 4: np.uint32}[value.dtype.itemsize])
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "tf.function"])
+@pytest.mark.parametrize("dtype", ["float32", "mixed_float16"])
+@pytest.mark.parametrize("name,kwargs,shape", RECOMPUTED, ids=[n for n, _, _ in RECOMPUTED])
+def test_recomputed_input_gives_the_direct_gradients_bit_for_bit(name, kwargs, shape, dtype,
+                                                                  traced):
+    """A layer that quantizes its input again in the backward pass (one of
+    the library's own quantizers) against the same layer given the
+    quantizer's bare function, which it applies once: the same outputs and
+    the same gradients for the input, the kernels and the bias, bit for bit,
+    under a float32 and a mixed-precision policy (whose bias Keras casts
+    inside the layer's call only), with inputs on 0 and on the clip value."""
+    cls = getattr(lq.layers, name)
+    weights = {}
+    for argument, _ in cls.quantizer_arguments:
+        weights[argument] = "ste_sign"
+        weights[argument.replace("_quantizer", "_constraint")] = "weight_clip"
+    layers = [cls(input_quantizer=quantizer, use_bias=True, dtype=dtype, **weights, **kwargs)
+              for quantizer in ("ste_sign", lq.quantizers.ste_sign)]
+    rng = np.random.RandomState(3)
+    x = rng.uniform(-1.5, 1.5, shape).astype(np.float32)
+    x.flat[::5], x.flat[1::7], x.flat[2::11] = 0.0, 1.0, -1.0
+    for layer in layers:
+        layer.build(shape)
+    layers[1].set_weights([rng.uniform(-1.2, 1.2, w.shape).astype(w.dtype)
+                           for w in layers[0].get_weights()])
+    layers[0].set_weights(layers[1].get_weights())
+    assert layers[0].bias is not None
+
+    def gradients(layer, x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * tf.cos(tf.cast(y, tf.float32)))
+        return [y] + tape.gradient(loss, [x] + layer.trainable_variables)
+
+    run = tf.function(gradients) if traced else gradients
+    got, want = [run(layer, tf.constant(x)) for layer in layers]
+    assert len(got) == len(want) == 2 + len(layers[0].trainable_variables)
+    for a, b, variable in zip(got[2:], want[2:], layers[0].trainable_variables):
+        assert a.dtype == b.dtype == variable.dtype
+    for a, b in zip(got, want):
+        assert np.array_equal(_bits(a), _bits(b))
+    assert np.count_nonzero(got[1]) and not np.all(got[1])  # masked where |x| > 1
