@@ -62,7 +62,7 @@ FULL = dict(
     frozen_nodes=[10_000, 100_000, 1_000_000], frozen_repeats=3,
     migrate=[(20, 400), (80, 400)],
     cli_repeats=9,
-    keras=dict(size=16, width=16, batch=64, repeats=7, steps=5, memory_repeats=5,
+    keras=dict(size=16, width=16, batch=64, repeats=15, steps=5, memory_repeats=5,
                deep=(6, 64, 128)),
     attribution=dict(size=224, alpha=1.0, batches=[1, 32], repeats=5),
 )
