@@ -26,7 +26,7 @@ QuantDense x 2, binarized inputs and kernels, ``weight_clip``):
    under the default one (malloc).
 
 A ratio is the median over repetitions of the ratio within each one.
-Run on its own: ``python tools/bench_keras.py step|memory|larq ARGS`` (what
+Run on its own: ``python tools/bench_keras.py step|memory|larq|tensors ARGS`` (what
 the section starts as child processes) prints one JSON line.
 """
 
