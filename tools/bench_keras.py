@@ -229,6 +229,32 @@ _LABELS = {"quantized": "these layers", "float": "float Conv2D/Dense",
            "larq": "larq 0.13.3's layers"}
 
 
+def _fresh_processes(python, args, kinds, keys, k, log, **env):
+    """Runs the child ``args + [kind, steps]`` for each of `kinds` in a fresh
+    process, k["memory_repeats"] times, the kinds of a repetition in a
+    rotating order: ``({key: {kind: [value per repetition]}}, TensorFlow's
+    version)`` for each of `keys` of the children's JSON, or a child's
+    {"error": ...}."""
+    from bench_common import rotations  # pylint: disable=import-outside-toplevel
+    found = {key: {} for key in keys}
+    for order in rotations(list(kinds), k["memory_repeats"]):
+        for kind in order:
+            m = _run_child(python, args + [kind, k["steps"]], log, **env)
+            if "error" in m:
+                return m
+            for key in keys:
+                found[key].setdefault(kind, []).append(m[key])
+    return found, m["tensorflow"]
+
+
+def _ratio_row(comparison, ours, theirs, goal, tensorflow, repeats):
+    """A row of MB values per repetition: their medians and the median of
+    the ratios within each repetition."""
+    from bench_common import median  # pylint: disable=import-outside-toplevel
+    return _row(comparison, median(ours), median(theirs),
+                median(a / b for a, b in zip(ours, theirs)), goal, "MB", tensorflow, repeats)
+
+
 def _memory_rows(python, kinds, shape, k, log, arenas=None):
     """Each of `kinds` but the float one against the float one (and, when
     measured, ours against larq's): the median peak of a fresh process and
@@ -236,33 +262,27 @@ def _memory_rows(python, kinds, shape, k, log, arenas=None):
     ratios within each repetition. The processes of a repetition run one after
     another in a rotating order. `arenas`: glibc's MALLOC_ARENA_MAX for the
     children (None: glibc's default, one arena per thread up to 8 per core)."""
-    from bench_common import median, rotations  # pylint: disable=import-outside-toplevel
     env = {} if arenas is None else {"MALLOC_ARENA_MAX": str(arenas)}
-    peaks, added = {}, {}
-    for order in rotations(list(kinds), k["memory_repeats"]):
-        for kind in order:
-            m = _run_child(python, ["memory"] + shape + [kind, k["steps"]], log, **env)
-            if "error" in m:
-                return [m]
-            peaks.setdefault(kind, []).append(m["peak_mb"])
-            added.setdefault(kind, []).append(m["added_mb"])
+    measured = _fresh_processes(python, ["memory"] + shape, kinds, ("peak_mb", "added_mb"), k,
+                                log, **env)
+    if isinstance(measured, dict):  # a child failed
+        return [measured]
+    found, tensorflow = measured
     pairs = [(kind, "float") for kind in kinds if kind != "float"]
     if "larq" in kinds:
         pairs.append(("quantized", "larq"))
     rows = []
     for ours, theirs in pairs:
-        for what, values, goal in (("peak memory (VmHWM) of a process that trains",
-                                    peaks, GOALS["memory"]),
-                                   ("memory training adds to the process (VmHWM less "
-                                    "RSS after imports)", added, None)):
+        for what, key, goal in (("peak memory (VmHWM) of a process that trains",
+                                 "peak_mb", GOALS["memory"]),
+                                ("memory training adds to the process (VmHWM less "
+                                 "RSS after imports)", "added_mb", None)):
             if (ours, theirs) != ("quantized", "float") or arenas is not None:
                 goal = None  # the issue's goal: against float layers, as users run
-            rows.append(_row(
+            rows.append(_ratio_row(
                 "%s%s: %s against %s" % (what, "" if arenas is None else (
                     ", MALLOC_ARENA_MAX=%d" % arenas), _LABELS[ours], _LABELS[theirs]),
-                median(values[ours]), median(values[theirs]),
-                median(a / b for a, b in zip(values[ours], values[theirs])),
-                goal, "MB", m["tensorflow"], k["memory_repeats"]))
+                found[key][ours], found[key][theirs], goal, tensorflow, k["memory_repeats"]))
     return rows
 
 
@@ -271,32 +291,25 @@ def _deep_rows(k, log):
     float, each in a fresh process, under TensorFlow's pooling allocator
     (the peak of the tensors a training step holds, and VmHWM) and its
     default one (VmHWM): medians, and the median of the ratios."""
-    from bench_common import median, rotations  # pylint: disable=import-outside-toplevel
     depth, width, batch = k["deep"]
     network = "%d QuantConv2D of %d channels at 32x32, batch %d" % (depth, width, batch)
     rows = []
-    for allocator, env in (("pooling", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
-                           ("default", {"TF_CPU_ALLOCATOR_USE_BFC": "false"})):
-        found = {}
-        for order in rotations(["quantized", "float"], k["memory_repeats"]):
-            for kind in order:
-                m = _run_child(sys.executable, ["tensors"] + list(k["deep"]) + [kind, 2], log,
-                               **env)
-                if "error" in m:
-                    return rows + [m]
-                for key in ("tensor_peak_mb", "peak_mb"):
-                    found.setdefault(key, {}).setdefault(kind, []).append(m[key])
+    for allocator, use_bfc in (("pooling", "true"), ("default", "false")):
+        measured = _fresh_processes(sys.executable, ["tensors"] + list(k["deep"]),
+                                    ("quantized", "float"), ("tensor_peak_mb", "peak_mb"),
+                                    dict(k, steps=2), log, TF_CPU_ALLOCATOR_USE_BFC=use_bfc)
+        if isinstance(measured, dict):  # a child failed
+            return rows + [measured]
+        found, tensorflow = measured
         measures = [("peak_mb", "peak memory (VmHWM) of a process that trains", None)]
         if allocator == "pooling":
             measures.insert(0, ("tensor_peak_mb", "peak of the tensors of a training step",
                                 GOALS["memory"]))
         for key, what, goal in measures:
-            ours, theirs = found[key]["quantized"], found[key]["float"]
-            rows.append(_row("%s, TensorFlow's %s allocator, %s: these layers against float "
-                             "Conv2D" % (what, allocator, network),
-                             median(ours), median(theirs),
-                             median(a / b for a, b in zip(ours, theirs)), goal, "MB",
-                             m["tensorflow"], k["memory_repeats"]))
+            rows.append(_ratio_row(
+                "%s, TensorFlow's %s allocator, %s: these layers against float Conv2D"
+                % (what, allocator, network), found[key]["quantized"], found[key]["float"],
+                goal, tensorflow, k["memory_repeats"]))
     return rows
 
 

@@ -107,7 +107,8 @@ def test_training_step_keeps_the_input_not_its_quantized_form(quantizer):
     input, as the float layer does (4 bytes per element), not the quantized
     input and the quantizer's mask (5): both are computed again once dy is
     there. Measured on a network of six QuantConv2D at batch 128 (32x32x64):
-    TensorFlow's allocator peaks at 0.86x the float network, 0.96x before."""
+    TensorFlow's allocator peaks at 0.86x to 0.95x the float network's, 0.96x
+    before."""
     model = tf.keras.Sequential([
         tf.keras.Input((16,)),
         tf.keras.layers.Dense(16),
