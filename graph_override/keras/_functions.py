@@ -17,14 +17,18 @@ where larq writes ``tf.zeros_like(dy)`` (the same values; see `_where`).
 DoReFa's k-bit step is larq's too: ``round(x * n) / n``, which
 TensorFlow's graph optimizer turns into ``x * (1 / n)`` inside tf.function,
 exactly as it does for larq (tf2.dorefa_quantize divides exactly instead).
+
+Each function is a value and a gradient (`parts`), joined by one
+`tf.custom_gradient`; the quantized layers take them apart to quantize their
+input again in the backward pass.
 """
 
 import tensorflow as tf
 
 from graph_override import estimators
 
-__all__ = ["approx_sign", "dorefa_k_bit", "magnitude_aware_sign", "ste_heaviside",
-           "ste_sign", "ste_tern", "swish_sign"]
+__all__ = ["approx_sign", "dorefa_k_bit", "k_bit_value", "magnitude_aware_sign", "parts",
+           "ste_heaviside", "ste_sign", "ste_tern", "swish_sign"]
 
 
 def _where(mask, dy, values=None):
@@ -52,60 +56,125 @@ def _forward(estimator, **params):
     return forward
 
 
-def _with_gradient(forward, gradient, x):
-    """forward(x) (from `_forward`) with dx = gradient(x, dy)."""
+def _with_gradient(value, gradient, x):
+    """value(x) with dx = gradient(x, dy) (a `parts` pair)."""
     @tf.custom_gradient
     def quantize(x):
-        return tf.stop_gradient(forward(x)), lambda dy: gradient(x, dy)
+        return value(x), lambda dy: gradient(x, dy)
 
     return quantize(tf.convert_to_tensor(x))
+
+
+def _value(estimator, **params):
+    """tf2's forward function of `estimator`, as a value no tape differentiates."""
+    forward = _forward(estimator, **params)
+    return lambda x: tf.stop_gradient(forward(x))
+
+
+def _clipped_gradient(clip_value):
+    return lambda x, dy: _clipped(x, dy, clip_value)
+
+
+def _approx_sign_gradient(x, dy):
+    abs_x = tf.math.abs(x)
+    return _where(tf.math.less_equal(abs_x, 1.0), dy, (1 - abs_x) * 2 * dy)
+
+
+def _swish_sign_gradient(beta):
+    def gradient(x, dy):
+        b_x = beta * x
+        return dy * beta * (2 - b_x * tf.tanh(b_x * 0.5)) / (1 + tf.cosh(b_x))
+    return gradient
+
+
+def _parts_ste_sign(clip_value=1.0):
+    return _value("ste_sign", clip_value=clip_value), _clipped_gradient(clip_value)
+
+
+def _parts_approx_sign():
+    return _value("approx_sign"), _approx_sign_gradient
+
+
+def _parts_swish_sign(beta=5.0):
+    return _value("swish_sign", beta=beta), _swish_sign_gradient(beta)
+
+
+def _parts_ste_heaviside(clip_value=1.0):
+    return _value("ste_heaviside", clip_value=clip_value), _clipped_gradient(clip_value)
+
+
+def _parts_ste_tern(threshold_value=0.05, ternary_weight_networks=False, clip_value=1.0):
+    return (_value("ste_tern", threshold_value=threshold_value,
+                   ternary_weight_networks=ternary_weight_networks, clip_value=clip_value),
+            _clipped_gradient(clip_value))
+
+
+
+
+def parts(name, **settings):
+    """``(value, gradient)`` of the quantizer function `name` with
+    `settings`: ``value(x)``, the quantized x, computed by ops no tape
+    differentiates, and ``gradient(x, dy)``, x's gradient for the output's
+    gradient dy. The function itself is ``value`` with ``gradient`` as its
+    custom gradient; apart, they let a quantized layer compute both again in
+    its backward pass without a custom gradient inside its own (which a
+    SavedModel cannot keep)."""
+    return _PARTS[name](**settings)
 
 
 def ste_sign(x, clip_value=1.0):
     """Sign (sign(0) = +1) with the straight-through gradient: dy where
     ``|x| <= clip_value`` (None: everywhere), else 0."""
-    return _with_gradient(_forward("ste_sign", clip_value=clip_value),
-                          lambda v, dy: _clipped(v, dy, clip_value), x)
+    return _with_gradient(*_parts_ste_sign(clip_value), x)
 
 
 def approx_sign(x):
     """Sign with Bi-Real Net's gradient ``(1 - |x|) * 2 * dy`` for |x| <= 1, else 0."""
-    def gradient(v, dy):
-        abs_x = tf.math.abs(v)
-        return _where(tf.math.less_equal(abs_x, 1.0), dy, (1 - abs_x) * 2 * dy)
-    return _with_gradient(_forward("approx_sign"), gradient, x)
+    return _with_gradient(*_parts_approx_sign(), x)
 
 
 def swish_sign(x, beta=5.0):
     """Sign with the SignSwish gradient
     ``dy * beta * (2 - beta*x * tanh(beta*x / 2)) / (1 + cosh(beta*x))``."""
-    def gradient(v, dy):
-        b_x = beta * v
-        return dy * beta * (2 - b_x * tf.tanh(b_x * 0.5)) / (1 + tf.cosh(b_x))
-    return _with_gradient(_forward("swish_sign", beta=beta), gradient, x)
+    return _with_gradient(*_parts_swish_sign(beta), x)
 
 
 def ste_heaviside(x, clip_value=1.0):
     """1 for x > 0, 0 for x <= 0, with the straight-through gradient."""
-    return _with_gradient(_forward("ste_heaviside", clip_value=clip_value),
-                          lambda v, dy: _clipped(v, dy, clip_value), x)
+    return _with_gradient(*_parts_ste_heaviside(clip_value), x)
 
 
 def ste_tern(x, threshold_value=0.05, ternary_weight_networks=False, clip_value=1.0):
     """-1, 0 or +1 (the threshold itself maps to ±1), with the
     straight-through gradient."""
-    return _with_gradient(
-        _forward("ste_tern", threshold_value=threshold_value,
-                 ternary_weight_networks=ternary_weight_networks, clip_value=clip_value),
-        lambda v, dy: _clipped(v, dy, clip_value), x)
+    return _with_gradient(*_parts_ste_tern(threshold_value, ternary_weight_networks,
+                                           clip_value), x)
+
+
+def _scale(x):
+    """magnitude_aware_sign's scale: mean(|x|) over every axis but the last."""
+    return tf.stop_gradient(tf.reduce_mean(tf.abs(x), axis=list(range(len(x.shape) - 1))))
+
+
+def _parts_magnitude_aware_sign(clip_value=1.0):
+    sign, sign_gradient = _parts_ste_sign(clip_value)
+    # The gradient of ``scale * q`` for q is ``scale * dy`` (TensorFlow's Mul
+    # gradient), which ste_sign's gradient then masks.
+    return (lambda x: _scale(x) * sign(x),
+            lambda x, dy: sign_gradient(x, _scale(x) * dy))
 
 
 def magnitude_aware_sign(x, clip_value=1.0):
     """``mean(|x|) * ste_sign(x)``, the mean over every axis but the last,
     held constant in the gradient."""
     x = tf.convert_to_tensor(x)
-    scale = tf.stop_gradient(tf.reduce_mean(tf.abs(x), axis=list(range(len(x.shape) - 1))))
-    return scale * ste_sign(x, clip_value=clip_value)
+    return _scale(x) * ste_sign(x, clip_value=clip_value)
+
+
+def k_bit_value(x, k_bit):
+    """``round(x * n) / n``, ``n = 2**k_bit - 1``: `dorefa_k_bit`'s value."""
+    n = 2 ** k_bit - 1
+    return tf.round(x * n) / n
 
 
 def dorefa_k_bit(x, k_bit):
@@ -113,7 +182,11 @@ def dorefa_k_bit(x, k_bit):
     identity gradient; x is expected in [0, 1]."""
     @tf.custom_gradient
     def k_bit_with_identity_grad(x):
-        n = 2 ** k_bit - 1
-        return tf.round(x * n) / n, lambda dy: dy
+        return k_bit_value(x, k_bit), lambda dy: dy
 
     return k_bit_with_identity_grad(x)
+
+
+_PARTS = {"ste_sign": _parts_ste_sign, "approx_sign": _parts_approx_sign,
+          "swish_sign": _parts_swish_sign, "ste_heaviside": _parts_ste_heaviside,
+          "ste_tern": _parts_ste_tern, "magnitude_aware_sign": _parts_magnitude_aware_sign}

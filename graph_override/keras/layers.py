@@ -91,9 +91,10 @@ def _is_binary(quantizer):
 
 def _recomputable(quantizer):
     """Whether `quantizer` is one of `graph_override.keras.quantizers`' own
-    classes: a function of its input alone, which the backward pass can
-    compute again (a quantizer of the user's own may draw random numbers)."""
-    return type(quantizer) in quantizers.CLASSES and not isinstance(quantizer, quantizers.NoOp)
+    classes with `parts`: a function of its input alone, which the backward
+    pass can compute again (a quantizer of the user's own may draw random
+    numbers)."""
+    return type(quantizer) in quantizers.CLASSES and quantizer.parts() is not None
 
 
 def _keeping_the_input(layer, call, inputs, replaced):
@@ -106,27 +107,32 @@ def _keeping_the_input(layer, call, inputs, replaced):
     only its input (4 bytes). The values are the same ops on the same
     tensors; the layer's op is not run again: its gradient does not read its
     output, so TensorFlow drops it from the backward graph (eagerly it runs
-    twice)."""
+    twice). The backward pass applies the quantizer's value and gradient
+    (`Quantizer.parts`) itself: a custom gradient inside the gradient
+    function would be lost when the model is saved (TensorFlow warns so on
+    loading)."""
     slots = [slot for slot, _ in replaced]
+    value, input_gradient = layer.input_quantizer.parts()
 
     def forward(x, values):
         with _replaced(layer, list(zip(slots, values))):
-            return call(layer.input_quantizer(x))
+            return call(x)
 
     @tf.custom_gradient
     def quantized_call(x, *values):
         def gradient(dy, variables=None):
             with tf.control_dependencies([dy]):  # not before the backward pass
                 again = tf.identity(x)
-            sources = [again] + list(values)
+            sources = [value(again)] + list(values)
             with tf.GradientTape() as tape:
                 tape.watch(sources)
-                y = forward(again, values)
+                y = forward(sources[0], values)
             grads = tape.gradient(y, sources + list(variables or ()), output_gradients=dy)
+            grads[0] = input_gradient(again, grads[0])
             if variables is None:
                 return grads
             return grads[:len(sources)], grads[len(sources):]
-        return forward(x, values), gradient
+        return forward(layer.input_quantizer(x), values), gradient
 
     return quantized_call(tf.convert_to_tensor(inputs), *[v for _, v in replaced])
 

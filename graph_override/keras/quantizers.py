@@ -42,6 +42,7 @@ from graph_override.keras._functions import (approx_sign, magnitude_aware_sign,
                                              ste_heaviside, ste_sign, ste_tern,
                                              swish_sign)
 from graph_override.keras._functions import dorefa_k_bit as _dorefa_k_bit
+from graph_override.keras import _functions
 
 
 class Quantizer(tf.keras.layers.Layer):
@@ -69,6 +70,15 @@ class Quantizer(tf.keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return input_shape
+
+    def parts(self):
+        """``(value, gradient)``: ``value(x)``, the quantized x, computed by
+        ops no tape differentiates, and ``gradient(x, dy)``, x's gradient for
+        the output's gradient dy, the same as the quantizer's call gives bit
+        for bit. The quantized layers use them to quantize their input again
+        in the backward pass. None for a quantizer without them (`NoOp`, and
+        this base class)."""
+        return None
 
     def _settings(self):
         return {}
@@ -107,6 +117,9 @@ class _Clipped(Quantizer):
     def call(self, inputs):
         return self.function(inputs, clip_value=self.clip_value)
 
+    def parts(self):
+        return _functions.parts(self.function.__name__, clip_value=self.clip_value)
+
     def _settings(self):
         return {"clip_value": self.clip_value}
 
@@ -136,6 +149,9 @@ class ApproxSign(Quantizer):
     def call(self, inputs):
         return approx_sign(inputs)
 
+    def parts(self):
+        return _functions.parts("approx_sign")
+
 
 class SteHeaviside(_Clipped):
     """``q(x) = 1`` for ``x > 0``, 0 for ``x <= 0``; ``dq/dx = 1`` where
@@ -161,6 +177,9 @@ class SwishSign(Quantizer):
 
     def call(self, inputs):
         return swish_sign(inputs, beta=self.beta)
+
+    def parts(self):
+        return _functions.parts("swish_sign", beta=self.beta)
 
     def _settings(self):
         return {"beta": self.beta}
@@ -198,6 +217,11 @@ class SteTern(Quantizer):
                         ternary_weight_networks=self.ternary_weight_networks,
                         clip_value=self.clip_value)
 
+    def parts(self):
+        return _functions.parts("ste_tern", threshold_value=self.threshold_value,
+                                ternary_weight_networks=self.ternary_weight_networks,
+                                clip_value=self.clip_value)
+
     def _settings(self):
         return {"threshold_value": self.threshold_value,
                 "ternary_weight_networks": self.ternary_weight_networks,
@@ -226,15 +250,33 @@ class DoReFa(Quantizer):
         self.mode = mode
         super().__init__(**kwargs)
 
-    def call(self, inputs):
+    def _bounded(self, inputs):
+        """The input mapped into [0, 1], before the k-bit step."""
         if self.mode == "weights":
             limited = tf.math.tanh(inputs)
             dividend = tf.stop_gradient(tf.math.reduce_max(tf.math.abs(limited)))
-            inputs = tf.math.divide_no_nan(limited, 2.0 * dividend) + 0.5
-        else:
-            inputs = tf.clip_by_value(inputs, 0.0, 1.0)
-        outputs = _dorefa_k_bit(inputs, self.precision)
-        return 2.0 * outputs - 1.0 if self.mode == "weights" else outputs
+            return tf.math.divide_no_nan(limited, 2.0 * dividend) + 0.5
+        return tf.clip_by_value(inputs, 0.0, 1.0)
+
+    def _output(self, stepped):
+        return 2.0 * stepped - 1.0 if self.mode == "weights" else stepped
+
+    def call(self, inputs):
+        return self._output(_dorefa_k_bit(self._bounded(inputs), self.precision))
+
+    def parts(self):
+        def value(x):
+            return tf.stop_gradient(
+                self._output(_functions.k_bit_value(self._bounded(x), self.precision)))
+
+        def gradient(x, dy):
+            # The k-bit step's gradient is the identity: the gradient of the
+            # ops around it, with the step left out.
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                output = self._output(self._bounded(x))
+            return tape.gradient(output, x, output_gradients=dy)
+        return value, gradient
 
     def _settings(self):
         return {"k_bit": self.precision, "mode": self.mode}

@@ -9,6 +9,8 @@ trimmed: 8.7 MB more resident than the float network, 1.6 MB with a scalar
 zero). The zero that fills the masked gradient must be a scalar.
 """
 
+import logging
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -194,12 +196,103 @@ def test_recomputed_input_gives_the_direct_gradients_bit_for_bit(name, kwargs, s
     assert np.count_nonzero(got[1]) and not np.all(got[1])  # masked where |x| > 1
 
 
-def test_exported_model_gives_the_input_gradient_of_the_live_one(tmp_path):
+# Every quantizer with parts, with settings that move its gradient's edges.
+PARTED = [("SteSign", {}), ("SteSign", {"clip_value": 0.5}), ("SteSign", {"clip_value": None}),
+          ("ApproxSign", {}), ("SwishSign", {"beta": 2.0}), ("SteHeaviside", {}),
+          ("SteTern", {}), ("SteTern", {"ternary_weight_networks": True}),
+          ("MagnitudeAwareSign", {}), ("DoReFa", {}), ("DoReFa", {"k_bit": 3, "mode": "weights"})]
+PARTED_IDS = ["%s%s" % (c, p or "") for c, p in PARTED]
+
+
+def _edges(shape, seed):
+    """Values across [-1.5, 1.5] with the quantizers' edges among them: both
+    zeros, ±1 (the clip), ±0.5, ±0.05 (ste_tern's threshold), 1.5."""
+    x = np.random.RandomState(seed).uniform(-1.5, 1.5, shape).astype(np.float32)
+    edges = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 0.05, -0.05, 1.5, -1.5]
+    x.flat[:len(edges)] = edges
+    x.flat[len(edges)::9] = 1.0
+    return x
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "tf.function"])
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float16])
+@pytest.mark.parametrize("cls,params", PARTED, ids=PARTED_IDS)
+def test_parts_are_the_quantizer_call_bit_for_bit(cls, params, dtype, traced):
+    """A quantizer's `parts` give what its call gives, bit for bit: the value
+    the call returns and the gradient a tape takes through it, for an upstream
+    gradient with negative values and zeros (a masked gradient is +0.0 where
+    dy < 0, not -0.0), in float32 and float16."""
+    quantizer = getattr(lq.quantizers, cls)(**params)
+    value, gradient = quantizer.parts()
+    x = tf.constant(_edges((6, 5, 4), 0), dtype)
+    dy = np.random.RandomState(1).normal(size=x.shape).astype(np.float32)
+    dy.flat[::4] = 0.0
+    dy = tf.constant(dy, dtype)
+
+    def both(x, dy):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = quantizer(x)
+        return y, tape.gradient(y, x, output_gradients=dy), value(x), gradient(x, dy)
+
+    run = tf.function(both) if traced else both
+    y, dx, y_parts, dx_parts = run(x, dy)
+    assert y_parts.dtype == dx_parts.dtype == dtype
+    assert np.array_equal(_bits(y), _bits(y_parts))
+    assert np.array_equal(_bits(dx), _bits(dx_parts))
+    assert np.count_nonzero(dx.numpy())
+    if params.get("clip_value", 1.0) is not None and cls not in ("SwishSign", "DoReFa"):
+        assert not np.all(dx.numpy())  # masked beyond the clip
+
+
+def test_noop_and_the_users_quantizers_have_no_parts():
+    assert lq.quantizers.NoOp(precision=8).parts() is None
+
+    class Halving(lq.quantizers.Quantizer):
+        def call(self, inputs):
+            return inputs * 0.5
+    assert Halving().parts() is None
+
+
+@pytest.mark.parametrize("cls,params", PARTED, ids=PARTED_IDS)
+def test_each_recomputed_input_quantizer_gives_the_direct_gradients(cls, params):
+    """A QuantConv2D that quantizes its input again in the backward pass,
+    with each quantizer that has parts, against the same layer given a
+    function that calls the same quantizer once: the same outputs and
+    gradients (input, kernel, bias), bit for bit, in a tf.function."""
+    quantizer = getattr(lq.quantizers, cls)(**params)
+    layers = [lq.layers.QuantConv2D(3, 3, padding="same", input_quantizer=q,
+                                    kernel_quantizer="ste_sign", kernel_constraint="weight_clip")
+              for q in (quantizer, lambda x: quantizer(x))]
+    x = tf.constant(_edges((2, 6, 6, 4), 2))
+    for layer in layers:
+        layer.build(x.shape)
+    rng = np.random.RandomState(3)
+    layers[0].set_weights([rng.uniform(-1.2, 1.2, w.shape).astype(w.dtype)
+                           for w in layers[0].get_weights()])
+    layers[1].set_weights(layers[0].get_weights())
+
+    @tf.function
+    def gradients(layer, x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(y * tf.cos(y))
+        return [y] + tape.gradient(loss, [x] + layer.trainable_variables)
+
+    got, want = gradients(layers[0], x), gradients(layers[1], x)
+    assert len(got) == len(want) == 4
+    for a, b in zip(got, want):
+        assert np.array_equal(_bits(a), _bits(b))
+    assert np.count_nonzero(got[1].numpy())
+
+
+def test_exported_model_gives_the_input_gradient_of_the_live_one(tmp_path, caplog):
     """A model exported as a SavedModel (``model.export``) and loaded back
     computes the same outputs and the same input gradient as the live model:
-    the recomputing gradient is saved with it. (Loading logs TensorFlow's
-    warning that the gradient function holds custom gradients of its own,
-    which only a second-order gradient would need.)"""
+    the recomputing gradient is saved with it, and holds no custom gradient
+    of its own that the SavedModel would lose (TensorFlow warns on loading
+    one: "Importing a function ... with ops with unsaved custom gradients")."""
     model = tf.keras.Sequential([
         tf.keras.Input((8, 8, 3)),
         lq.layers.QuantConv2D(4, 3, input_quantizer="ste_sign", kernel_quantizer="ste_sign",
@@ -211,7 +304,9 @@ def test_exported_model_gives_the_input_gradient_of_the_live_one(tmp_path):
     x = np.random.RandomState(0).uniform(-1.5, 1.5, (4, 8, 8, 3)).astype(np.float32)
     x[0, 0, 0] = 0.0
     model.export(str(tmp_path / "exported"))
-    loaded = tf.saved_model.load(str(tmp_path / "exported"))  # kept: it owns the variables
+    with caplog.at_level(logging.WARNING):
+        loaded = tf.saved_model.load(str(tmp_path / "exported"))  # kept: it owns the variables
+    assert not [r for r in caplog.records if "custom gradient" in r.getMessage()]
 
     def input_gradient(function):
         inputs = tf.constant(x)
