@@ -27,8 +27,9 @@ import tensorflow as tf
 
 from graph_override import estimators
 
-__all__ = ["approx_sign", "dorefa_k_bit", "k_bit_value", "magnitude_aware_sign", "parts",
-           "ste_heaviside", "ste_sign", "ste_tern", "swish_sign"]
+__all__ = ["approx_sign", "compact_parts", "dorefa_k_bit", "k_bit_value",
+           "magnitude_aware_sign", "parts", "ste_heaviside", "ste_sign", "ste_tern",
+           "swish_sign"]
 
 
 def _where(mask, dy, values=None):
@@ -120,6 +121,47 @@ def parts(name, **settings):
     its backward pass without a custom gradient inside its own (which a
     SavedModel cannot keep)."""
     return _PARTS[name](**settings)
+
+
+# --- the compact form ------------------------------------------------------
+#
+# ste_sign, ste_heaviside and ste_tern give -1, 0 or +1 (NaN for a NaN
+# input), and their gradient is dy masked by ``|x| <= clip_value``. Between
+# the forward and the backward pass a layer with a float32 or float64 input
+# then needs neither x nor the quantized x in full: the quantized x in
+# float16, which holds -1, 0, +1 and NaN exactly (one cast each way), and the
+# mask, 3 bytes per element where the float layer keeps its input (4 bytes
+# in float32). (An 8-bit float would hold them too, but TensorFlow casts it
+# back three times slower than float16; a 16-bit input keeps itself, 2 bytes.)
+
+CODES = tf.float16
+"""The dtype a layer keeps its quantized input in, with the compact form."""
+
+
+def compact_parts(name, dtype, **settings):
+    """``(keep, restore)`` of the quantizer function `name` for an input of
+    `dtype` where it has the compact form (ste_sign, ste_heaviside, ste_tern,
+    on float32 and float64), else None. ``keep(x, q)``, with q the
+    function's output for x, gives the tensors to keep: q as `CODES`, and the
+    gradient's mask unless clip_value is None. ``restore(kept)`` gives
+    ``(q, gradient)``: q again, bit for bit (a NaN's payload aside), and
+    ``gradient(dy)``, x's gradient, as `parts` computes it."""
+    dtype = tf.as_dtype(dtype).base_dtype
+    if name not in ("ste_sign", "ste_heaviside", "ste_tern") or dtype.size <= CODES.size:
+        return None
+    clip_value = settings.get("clip_value", 1.0)
+
+    def keep(x, q):
+        if clip_value is None:
+            return (tf.cast(q, CODES),)
+        return tf.cast(q, CODES), tf.math.less_equal(tf.math.abs(x), clip_value)
+
+    def restore(kept):
+        q = tf.cast(kept[0], dtype)
+        if clip_value is None:
+            return q, lambda dy: dy
+        return q, lambda dy: _where(kept[1], dy)
+    return keep, restore
 
 
 def ste_sign(x, clip_value=1.0):

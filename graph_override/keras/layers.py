@@ -13,9 +13,11 @@ arguments, weights and config), plus:
   ``padding="same"``, the value the quantized input is padded with.
 
 With one of `graph_override.keras.quantizers`' own quantizers on its input,
-a layer keeps its input for the backward pass, as the float layer does, and
-quantizes it again there (not the quantized input and the quantizer's mask:
-a fifth more memory per activation); the values are the same bit for bit.
+a layer keeps less for the backward pass than TensorFlow would (the quantized
+input and the quantizer's mask): with ste_sign, ste_heaviside or ste_tern on
+a float32 input, the quantized input in float16 and the mask, 3 bytes per
+element where the float layer keeps its input (4); with the others, its
+input, quantized again there. The values are the same bit for bit.
 
 Quantizers are given by name (``"ste_sign"``), as objects
 (``SteSign(clip_value=0.5)``) or as any function of one tensor; constraints
@@ -99,20 +101,23 @@ def _recomputable(quantizer):
 
 def _keeping_the_input(layer, call, inputs, replaced):
     """``call(input_quantizer(inputs))`` with the quantized weights
-    `replaced`, whose gradient keeps only `inputs` (and the weights): it
-    quantizes the input again in the backward pass, once dy is there. Left to
-    itself, TensorFlow keeps the quantized input (4 bytes per element, for
-    the kernel's gradient) and the quantizer's mask (1 byte, for the input's)
+    `replaced`, whose gradient keeps less of the input. Left to itself,
+    TensorFlow keeps the quantized input (4 bytes per element, for the
+    kernel's gradient) and the quantizer's mask (1 byte, for the input's)
     from the forward pass to the backward one, where the float layer keeps
-    only its input (4 bytes). The values are the same ops on the same
-    tensors; the layer's op is not run again: its gradient does not read its
-    output, so TensorFlow drops it from the backward graph (eagerly it runs
-    twice). The backward pass applies the quantizer's value and gradient
-    (`Quantizer.parts`) itself: a custom gradient inside the gradient
-    function would be lost when the model is saved (TensorFlow warns so on
-    loading)."""
+    only its input (4 bytes). Here the gradient keeps the quantizer's compact
+    form where it has one (`Quantizer.compact`: the quantized input in
+    float16 and the mask, 3 bytes), else `inputs`, quantized again once dy is
+    there. The values are the same bit for bit; the layer's op is not run
+    again: its gradient does not read its output, so TensorFlow drops it from
+    the backward graph (eagerly it runs twice). The backward pass applies the
+    quantizer's value and gradient (`Quantizer.parts`) itself: a custom
+    gradient inside the gradient function would be lost when the model is
+    saved (TensorFlow warns so on loading)."""
     slots = [slot for slot, _ in replaced]
     value, input_gradient = layer.input_quantizer.parts()
+    inputs = tf.convert_to_tensor(inputs)
+    compact = layer.input_quantizer.compact(inputs.dtype)
 
     def forward(x, values):
         with _replaced(layer, list(zip(slots, values))):
@@ -120,21 +125,33 @@ def _keeping_the_input(layer, call, inputs, replaced):
 
     @tf.custom_gradient
     def quantized_call(x, *values):
+        quantized = layer.input_quantizer(x)
+        # Kept: the quantizer's compact form (the quantized input in float16
+        # and the mask), or else x itself.
+        kept = compact[0](x, quantized) if compact else None
+
         def gradient(dy, variables=None):
-            with tf.control_dependencies([dy]):  # not before the backward pass
-                again = tf.identity(x)
-            sources = [value(again)] + list(values)
+            if compact:
+                with tf.control_dependencies([dy]):  # not before the backward pass
+                    codes = [tf.identity(k) for k in kept]
+                again, dx = compact[1](codes)
+            else:
+                with tf.control_dependencies([dy]):
+                    inputs_again = tf.identity(x)
+                again = value(inputs_again)
+                dx = lambda dq: input_gradient(inputs_again, dq)  # noqa: E731
+            sources = [again] + list(values)
             with tf.GradientTape() as tape:
                 tape.watch(sources)
-                y = forward(sources[0], values)
+                y = forward(again, values)
             grads = tape.gradient(y, sources + list(variables or ()), output_gradients=dy)
-            grads[0] = input_gradient(again, grads[0])
+            grads[0] = dx(grads[0])
             if variables is None:
                 return grads
             return grads[:len(sources)], grads[len(sources):]
-        return forward(layer.input_quantizer(x), values), gradient
+        return forward(quantized, values), gradient
 
-    return quantized_call(tf.convert_to_tensor(inputs), *[v for _, v in replaced])
+    return quantized_call(inputs, *[v for _, v in replaced])
 
 
 class _QuantizedLayer:

@@ -80,6 +80,16 @@ class Quantizer(tf.keras.layers.Layer):
         this base class)."""
         return None
 
+    def compact(self, dtype):
+        """``(keep, restore)``, a smaller form of what the backward pass
+        needs of an input of `dtype`, for a quantizer whose outputs are -1,
+        0 or +1 and whose gradient is a mask (`SteSign`, `SteHeaviside`,
+        `SteTern`) on float32 or float64: a layer keeps the quantized input
+        in float16 and the mask, 3 bytes per element
+        (`graph_override.keras._functions.compact_parts`). None for the
+        others."""
+        return None
+
     def _settings(self):
         return {}
 
@@ -119,6 +129,10 @@ class _Clipped(Quantizer):
 
     def parts(self):
         return _functions.parts(self.function.__name__, clip_value=self.clip_value)
+
+    def compact(self, dtype):
+        return _functions.compact_parts(self.function.__name__, dtype,
+                                        clip_value=self.clip_value)
 
     def _settings(self):
         return {"clip_value": self.clip_value}
@@ -221,6 +235,9 @@ class SteTern(Quantizer):
         return _functions.parts("ste_tern", threshold_value=self.threshold_value,
                                 ternary_weight_networks=self.ternary_weight_networks,
                                 clip_value=self.clip_value)
+
+    def compact(self, dtype):
+        return _functions.compact_parts("ste_tern", dtype, clip_value=self.clip_value)
 
     def _settings(self):
         return {"threshold_value": self.threshold_value,

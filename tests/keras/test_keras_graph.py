@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 import graph_override.keras as lq
+from graph_override.keras._functions import CODES
 
 MASKED = [("SteSign", {}), ("SteSign", {"clip_value": 0.5}), ("ApproxSign", {}),
           ("SteHeaviside", {}), ("SteTern", {}), ("MagnitudeAwareSign", {})]
@@ -103,21 +104,50 @@ def test_training_step_holds_no_batch_sized_zeros():
         assert _zero_fills(graph, shape) == [], shape
 
 
-@pytest.mark.parametrize("quantizer", ["ste_sign", "approx_sign", "ste_tern", "dorefa_quantizer"])
-def test_training_step_keeps_the_input_not_its_quantized_form(quantizer):
-    """Between the forward and the backward pass a quantized layer keeps its
-    input, as the float layer does (4 bytes per element), not the quantized
-    input and the quantizer's mask (5): both are computed again once dy is
-    there. Measured on a network of six QuantConv2D at batch 128 (32x32x64):
-    TensorFlow's allocator peaks at 0.86x to 0.95x the float network's, 0.96x
-    before."""
-    model = tf.keras.Sequential([
-        tf.keras.Input((16,)),
-        tf.keras.layers.Dense(16),
-        lq.layers.QuantDense(32, input_quantizer=quantizer, kernel_quantizer="ste_sign",
-                             kernel_constraint="weight_clip")])
+def _kept(graph, shape):
+    """The tensors of `shape` that the forward pass computes and the
+    backward pass reads: what a training step holds between the two."""
+    after = {}
+
+    def is_after(op):
+        if op.name not in after:
+            after[op.name] = _after_the_gradient(op.outputs[0]) if op.outputs else any(
+                _after_the_gradient(t) for t in op.inputs)
+        return after[op.name]
+
+    return sorted({t.name: t for op in graph.get_operations() if is_after(op)
+                   for t in op.inputs
+                   if t.shape.as_list() == list(shape) and not is_after(t.op)}.values(),
+                  key=lambda t: t.name)
+
+
+# (input quantizer, the dtypes its layer keeps of its float32 input): the
+# quantized input in float16 and the mask for the quantizers with a compact
+# form, the input itself for the others, as the float Dense (None) keeps it.
+KEPT = [("ste_sign", ["bool", "float16"]), ("ste_heaviside", ["bool", "float16"]),
+        ("ste_tern", ["bool", "float16"]), ("SteSign(clip_value=None)", ["float16"]),
+        ("approx_sign", ["float32"]), ("dorefa_quantizer", ["float32"]), (None, ["float32"])]
+
+
+@pytest.mark.parametrize("quantizer,dtypes", KEPT, ids=[str(q) for q, _ in KEPT])
+def test_training_step_keeps_3_bytes_where_the_float_layer_keeps_4(quantizer, dtypes):
+    """What a quantized layer keeps of its input between the forward and the
+    backward pass of a traced training step: with ste_sign, ste_heaviside or
+    ste_tern, the quantized input in float16 and the gradient's mask (3 bytes
+    per element; the quantized input is cast back once dy is there);
+    with another quantizer of the package's, the input itself, as the float
+    layer keeps it (4 bytes), not the quantized input and the mask (5), both
+    computed again once dy is there."""
+    if quantizer is None:
+        layer = tf.keras.layers.Dense(32)
+    else:
+        if quantizer.startswith("SteSign"):
+            quantizer = lq.quantizers.SteSign(clip_value=None)
+        layer = lq.layers.QuantDense(32, input_quantizer=quantizer,
+                                     kernel_quantizer="ste_sign", kernel_constraint="weight_clip")
+    model = tf.keras.Sequential([tf.keras.Input((12,)), tf.keras.layers.Dense(16), layer])
     model.compile("sgd", tf.keras.losses.MeanSquaredError())
-    x = np.random.RandomState(0).uniform(-1, 1, (128, 16)).astype(np.float32)
+    x = np.random.RandomState(0).uniform(-1, 1, (128, 12)).astype(np.float32)
     y = np.zeros((128, 32), np.float32)
 
     @tf.function
@@ -125,16 +155,12 @@ def test_training_step_keeps_the_input_not_its_quantized_form(quantizer):
         return model.train_step((x, y))
 
     graph = step.get_concrete_function(tf.constant(x), tf.constant(y)).graph
+    assert sorted(t.dtype.name for t in _kept(graph, (128, 16))) == dtypes
     kernel_gradients = [op for op in graph.get_operations()
                         if op.type == "MatMul" and op.outputs[0].shape.as_list() == [16, 32]]
     assert len(kernel_gradients) == 1, kernel_gradients
-    (quantized_input,) = [t for t in kernel_gradients[0].inputs if t.shape.as_list() == [128, 16]]
-    assert _after_the_gradient(quantized_input), quantized_input.op.name
-    masks = [op.inputs[0] for op in _read(_selects(graph))
-             if op.inputs[1].shape.as_list() == [128, 16]]
-    assert len(masks) == (2 if quantizer == "dorefa_quantizer" else 1)  # clip_by_value: 2
-    for mask in masks:
-        assert _after_the_gradient(mask), mask.op.name
+    (layer_input,) = [t for t in kernel_gradients[0].inputs if t.shape.as_list() == [128, 16]]
+    assert _after_the_gradient(layer_input) == (quantizer is not None), layer_input.op.name
 
 
 RECOMPUTED = [("QuantDense", dict(units=6), (5, 7)),
@@ -148,7 +174,7 @@ RECOMPUTED = [("QuantDense", dict(units=6), (5, 7)),
 
 def _bits(value):
     value = np.asarray(value)
-    return value.view({2: np.uint16, 4: np.uint32}[value.dtype.itemsize])
+    return value.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[value.dtype.itemsize])
 
 
 @pytest.mark.parametrize("traced", [False, True], ids=["eager", "tf.function"])
@@ -243,6 +269,56 @@ def test_parts_are_the_quantizer_call_bit_for_bit(cls, params, dtype, traced):
     assert np.count_nonzero(dx.numpy())
     if params.get("clip_value", 1.0) is not None and cls not in ("SwishSign", "DoReFa"):
         assert not np.all(dx.numpy())  # masked beyond the clip
+
+
+COMPACT = [("SteSign", {}), ("SteSign", {"clip_value": 0.5}), ("SteSign", {"clip_value": None}),
+           ("SteHeaviside", {}), ("SteTern", {}), ("SteTern", {"ternary_weight_networks": True})]
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("cls,params", COMPACT, ids=["%s%s" % (c, p or "") for c, p in COMPACT])
+def test_compact_form_gives_back_the_value_and_the_gradient_bit_for_bit(cls, params, dtype):
+    """What a layer keeps of its input with a quantizer's compact form (the
+    quantized input in float16, and the mask) gives back the quantized input
+    and the input's gradient bit for bit, on the edges and on -0, +-inf and
+    NaN (a NaN comes back as a NaN)."""
+    quantizer = getattr(lq.quantizers, cls)(**params)
+    keep, restore = quantizer.compact(dtype)
+    value, gradient = quantizer.parts()
+    edges = _edges((7, 6), 4)
+    if not params.get("ternary_weight_networks"):  # its threshold would be NaN everywhere
+        edges.flat[-4:] = [np.inf, -np.inf, np.nan, -0.0]
+    x = tf.constant(edges.astype(dtype.as_numpy_dtype))
+    dy = np.random.RandomState(5).normal(size=x.shape)
+    dy.flat[::4] = 0.0
+    dy = tf.constant(dy.astype(dtype.as_numpy_dtype))
+    q = value(x)
+    kept = keep(x, q)
+    clipped = params.get("clip_value", 1.0) is not None
+    assert [k.dtype for k in kept] == [CODES] + ([tf.bool] if clipped else [])
+    again, dx = restore(kept)
+    assert again.dtype == dtype
+    want = q.numpy()
+    nan = np.isnan(want)
+    assert nan.any() != bool(params.get("ternary_weight_networks"))
+    assert np.array_equal(np.isnan(again.numpy()), nan)
+    assert np.array_equal(_bits(again.numpy()[~nan]), _bits(want[~nan]))
+    assert len(np.unique(want[~nan])) == (2 if cls in ("SteSign", "SteHeaviside") else 3)
+    assert np.array_equal(_bits(dx(dy).numpy()), _bits(gradient(x, dy).numpy()))
+
+
+def test_a_16_bit_input_keeps_itself():
+    """An input in float16 or bfloat16 is as small as the quantized input
+    in float16: no compact form."""
+    for dtype in (tf.float16, tf.bfloat16):
+        assert lq.quantizers.SteSign().compact(dtype) is None
+
+
+def test_only_mask_gradients_with_three_values_have_a_compact_form():
+    for quantizer in [lq.quantizers.ApproxSign(), lq.quantizers.SwishSign(),
+                      lq.quantizers.MagnitudeAwareSign(), lq.quantizers.DoReFa(),
+                      lq.quantizers.NoOp(precision=8)]:
+        assert quantizer.compact(tf.float32) is None, quantizer
 
 
 def test_noop_and_the_users_quantizers_have_no_parts():
