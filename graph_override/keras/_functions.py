@@ -41,10 +41,15 @@ def _where(mask, dy, values=None):
     return tf.where(mask, dy if values is None else values, tf.zeros([], dy.dtype))
 
 
+def _in_clip(x, clip_value):
+    """The straight-through mask, ``|x| <= clip_value``."""
+    return tf.math.less_equal(tf.math.abs(x), clip_value)
+
+
 def _clipped(x, dy, clip_value):
     if clip_value is None:
         return dy
-    return _where(tf.math.less_equal(tf.math.abs(x), clip_value), dy)
+    return _where(_in_clip(x, clip_value), dy)
 
 
 def _forward(estimator, **params):
@@ -154,7 +159,7 @@ def compact_parts(name, dtype, **settings):
     def keep(x, q):
         if clip_value is None:
             return (tf.cast(q, CODES),)
-        return tf.cast(q, CODES), tf.math.less_equal(tf.math.abs(x), clip_value)
+        return tf.cast(q, CODES), _in_clip(x, clip_value)
 
     def restore(kept):
         q = tf.cast(kept[0], dtype)
