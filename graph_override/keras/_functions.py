@@ -115,8 +115,6 @@ def _parts_ste_tern(threshold_value=0.05, ternary_weight_networks=False, clip_va
             _clipped_gradient(clip_value))
 
 
-
-
 def parts(name, **settings):
     """``(value, gradient)`` of the quantizer function `name` with
     `settings`: ``value(x)``, the quantized x, computed by ops no tape

@@ -92,19 +92,19 @@ def _is_binary(quantizer):
 
 
 def _recomputable(quantizer):
-    """Whether `quantizer` is one of `graph_override.keras.quantizers`' own
-    classes with `parts`: a function of its input alone, which the backward
-    pass can compute again (a quantizer of the user's own may draw random
-    numbers)."""
-    return type(quantizer) in quantizers.CLASSES and quantizer.parts() is not None
+    """`quantizer.parts()` where `quantizer` is one of
+    `graph_override.keras.quantizers`' own classes with parts (a function of
+    its input alone, which the backward pass can compute again; a quantizer
+    of the user's own may draw random numbers), else None."""
+    return quantizer.parts() if type(quantizer) in quantizers.CLASSES else None
 
 
-def _keeping_the_input(layer, call, inputs, replaced):
+def _keeping_the_input(layer, call, inputs, replaced, parts):
     """``call(input_quantizer(inputs))`` with the quantized weights
-    `replaced`, whose gradient keeps less of the input. Left to itself,
-    TensorFlow keeps the quantized input (4 bytes per element, for the
-    kernel's gradient) and the quantizer's mask (1 byte, for the input's)
-    from the forward pass to the backward one, where the float layer keeps
+    `replaced` (`parts`: the input quantizer's), whose gradient keeps less of
+    the input. Left to itself, TensorFlow keeps the quantized input (4 bytes
+    per element, for the kernel's gradient) and the quantizer's mask (1 byte,
+    for the input's) from the forward pass to the backward one, where the float layer keeps
     only its input (4 bytes). Here the gradient keeps the quantizer's compact
     form where it has one (`Quantizer.compact`: the quantized input in
     float16 and the mask, 3 bytes), else `inputs`, quantized again once dy is
@@ -115,7 +115,7 @@ def _keeping_the_input(layer, call, inputs, replaced):
     gradient inside the gradient function would be lost when the model is
     saved (TensorFlow warns so on loading)."""
     slots = [slot for slot, _ in replaced]
-    value, input_gradient = layer.input_quantizer.parts()
+    value, input_gradient = parts
     inputs = tf.convert_to_tensor(inputs)
     compact = layer.input_quantizer.compact(inputs.dtype)
 
@@ -191,12 +191,13 @@ class _QuantizedLayer:
         replaced = [(slot, quantizer(tf.convert_to_tensor(variable)))
                     for slot, variable, quantizer in quantized_weights(self)]
         call = super().call
-        if _recomputable(self.input_quantizer):
+        parts = _recomputable(self.input_quantizer)
+        if parts is not None:
             # The bias too is read here, where Keras casts it for the layer's
             # dtype policy: the backward pass runs outside the layer's call.
             if getattr(self, "bias", None) is not None:
                 replaced.append(("bias", tf.convert_to_tensor(self.bias)))
-            return _keeping_the_input(self, call, inputs, replaced)
+            return _keeping_the_input(self, call, inputs, replaced, parts)
         if self.input_quantizer is not None:
             inputs = self.input_quantizer(inputs)
         with _replaced(self, replaced):

@@ -22,6 +22,11 @@ MASKED = [("SteSign", {}), ("SteSign", {"clip_value": 0.5}), ("ApproxSign", {}),
           ("SteHeaviside", {}), ("SteTern", {}), ("MagnitudeAwareSign", {})]
 
 
+def _ids(cases):
+    """Test ids of (quantizer class, settings) cases."""
+    return ["%s%s" % (c, p or "") for c, p in cases]
+
+
 def _selects(graph):
     return [op for op in graph.get_operations() if op.type in ("Select", "SelectV2")]
 
@@ -53,7 +58,7 @@ def _zero_fills(graph, shape):
             and op.outputs[0].shape.as_list() == list(shape) and op.outputs[0].consumers()]
 
 
-@pytest.mark.parametrize("cls,params", MASKED, ids=["%s%s" % (c, p or "") for c, p in MASKED])
+@pytest.mark.parametrize("cls,params", MASKED, ids=_ids(MASKED))
 def test_masked_gradient_fills_with_a_scalar_zero(cls, params):
     quantizer = getattr(lq.quantizers, cls)(**params)
     x = np.linspace(-1.5, 1.5, 64 * 32).reshape(64, 32).astype(np.float32)
@@ -227,7 +232,6 @@ PARTED = [("SteSign", {}), ("SteSign", {"clip_value": 0.5}), ("SteSign", {"clip_
           ("ApproxSign", {}), ("SwishSign", {"beta": 2.0}), ("SteHeaviside", {}),
           ("SteTern", {}), ("SteTern", {"ternary_weight_networks": True}),
           ("MagnitudeAwareSign", {}), ("DoReFa", {}), ("DoReFa", {"k_bit": 3, "mode": "weights"})]
-PARTED_IDS = ["%s%s" % (c, p or "") for c, p in PARTED]
 
 
 def _edges(shape, seed):
@@ -242,7 +246,7 @@ def _edges(shape, seed):
 
 @pytest.mark.parametrize("traced", [False, True], ids=["eager", "tf.function"])
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float16])
-@pytest.mark.parametrize("cls,params", PARTED, ids=PARTED_IDS)
+@pytest.mark.parametrize("cls,params", PARTED, ids=_ids(PARTED))
 def test_parts_are_the_quantizer_call_bit_for_bit(cls, params, dtype, traced):
     """A quantizer's `parts` give what its call gives, bit for bit: the value
     the call returns and the gradient a tape takes through it, for an upstream
@@ -276,7 +280,7 @@ COMPACT = [("SteSign", {}), ("SteSign", {"clip_value": 0.5}), ("SteSign", {"clip
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
-@pytest.mark.parametrize("cls,params", COMPACT, ids=["%s%s" % (c, p or "") for c, p in COMPACT])
+@pytest.mark.parametrize("cls,params", COMPACT, ids=_ids(COMPACT))
 def test_compact_form_gives_back_the_value_and_the_gradient_bit_for_bit(cls, params, dtype):
     """What a layer keeps of its input with a quantizer's compact form (the
     quantized input in float16, and the mask) gives back the quantized input
@@ -330,7 +334,7 @@ def test_noop_and_the_users_quantizers_have_no_parts():
     assert Halving().parts() is None
 
 
-@pytest.mark.parametrize("cls,params", PARTED, ids=PARTED_IDS)
+@pytest.mark.parametrize("cls,params", PARTED, ids=_ids(PARTED))
 def test_each_recomputed_input_quantizer_gives_the_direct_gradients(cls, params):
     """A QuantConv2D that quantizes its input again in the backward pass,
     with each quantizer that has parts, against the same layer given a
