@@ -9,8 +9,9 @@ import difflib
 
 import tensorflow as tf
 
-from graph_override import _keras
+from graph_override import _keras, tf2
 from graph_override.errors import QuantizerError
+from graph_override.keras import quantizers
 
 __all__ = ["WeightClip", "get", "weight_clip"]
 
@@ -58,6 +59,13 @@ def get(identifier, layer=None, argument=None):
     """
     if isinstance(identifier, str) and identifier in BY_NAME:
         return BY_NAME[identifier]()
+    if (isinstance(identifier, (quantizers.Quantizer, tf2.Estimator))
+            or any(identifier is f for f in quantizers.FUNCTIONS.values())):
+        raise QuantizerError(
+            "%s(%s=...): %r is a quantizer, not a constraint; a quantizer goes in "
+            "kernel_quantizer= (or input_quantizer=), and a binarized kernel's "
+            "constraint is usually \"weight_clip\"." % (
+                layer or "constraint", argument or "constraint", identifier))
     try:
         return tf.keras.constraints.get(identifier)
     except (ValueError, TypeError) as e:

@@ -30,6 +30,7 @@ by name (``"weight_clip"``) or object (`graph_override.keras.quantizers`,
 import contextlib
 import inspect
 import logging
+import numbers
 
 import tensorflow as tf
 
@@ -160,6 +161,8 @@ class _QuantizedLayer:
     # Each quantizer argument with the attribute names of its weight, Keras 2's
     # first (Keras 3 calls the depthwise kernel "kernel").
     quantizer_arguments = (("kernel_quantizer", ("kernel",)),)
+    # Whether the Keras layer casts a non-float input to its dtype (Dense does).
+    casts_its_input = False
 
     def __init__(self, *args, input_quantizer=None, **kwargs):
         name = type(self).__name__
@@ -178,16 +181,29 @@ class _QuantizedLayer:
                              "(their gradient always zero); larq uses "
                              "%s=\"weight_clip\".", name, argument, constraint, constraint)
 
+    def _check_float_input(self, inputs):
+        """Refuses a non-float input where a quantizer would meet it (the
+        input quantizer) or the Keras layer would fail on it with TensorFlow's
+        own error (a convolution with a quantized kernel); Keras's Dense casts
+        its input itself."""
+        dtype = tf.as_dtype(inputs.dtype)
+        if dtype.is_floating:
+            return
+        arguments = ["input_quantizer"] + [a for a, _ in self.quantizer_arguments]
+        if self.input_quantizer is None and (self.casts_its_input or not any(
+                getattr(self, a, None) is not None for a in arguments)):
+            return
+        argument = next(a for a in arguments if getattr(self, a, None) is not None)
+        quantizer = getattr(self, argument)
+        raise QuantizerError(
+            "%s %r (%s=%s): the input must be a float tensor, got %s; cast it "
+            "first, e.g. tf.cast(x, tf.float32)." % (
+                type(self).__name__, self.name, argument,
+                getattr(quantizer, "name", getattr(quantizer, "__name__", quantizer)),
+                dtype.name))
+
     def call(self, inputs):
-        if self.input_quantizer is not None:
-            dtype = tf.as_dtype(inputs.dtype)
-            if not dtype.is_floating:
-                raise QuantizerError(
-                    "%s %r (input_quantizer=%s): the input must be a float tensor, "
-                    "got %s; cast it first, e.g. tf.cast(x, tf.float32)." % (
-                        type(self).__name__, self.name,
-                        getattr(self.input_quantizer, "name", self.input_quantizer),
-                        dtype.name))
+        self._check_float_input(inputs)
         replaced = [(slot, quantizer(tf.convert_to_tensor(variable)))
                     for slot, variable, quantizer in quantized_weights(self)]
         call = super().call
@@ -229,6 +245,9 @@ class _PadValues:
     the (quantized) input before a "valid" convolution, as larq does."""
 
     def __init__(self, *args, pad_values=0.0, **kwargs):
+        if not tf.is_tensor(pad_values) and not isinstance(pad_values, numbers.Real):
+            raise QuantizerError("%s(pad_values=%r): the value to pad with is a number "
+                                 "(larq's are 0.0 and 1.0)" % (type(self).__name__, pad_values))
         super().__init__(*args, **kwargs)
         self.pad_values = pad_values
         zero = not tf.is_tensor(pad_values) and pad_values == 0.0
@@ -286,6 +305,8 @@ class QuantDense(_QuantizedLayer, _K.Dense):
       >>> layer(np.array([[0.0, -0.3, 0.7]], np.float32)).numpy().tolist()
       [[1.0, 1.0]]
     """
+
+    casts_its_input = True
 
 
 class QuantConv1D(_QuantizedLayer, _PadValues, _K.Conv1D):

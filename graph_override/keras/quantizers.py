@@ -67,6 +67,11 @@ class Quantizer(tf.keras.layers.Layer):
         # layer's float16 input or kernel), not in its own dtype policy's.
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
+        try:  # the settings, checked here rather than at the first call
+            self.parts()
+        except (TypeError, ValueError) as e:
+            raise QuantizerError("%s(%s): %s" % (type(self).__name__, ", ".join(
+                "%s=%r" % item for item in self._settings().items()), e)) from None
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -314,6 +319,10 @@ BY_NAME = dict([("approx_sign", ApproxSign), ("dorefa_quantizer", DoReFa),
                + [(c.__name__, c) for c in CLASSES])
 
 _keras.register(CLASSES)
+# The quantizer functions by name: a layer given one (``lq.quantizers.ste_sign``,
+# as larq scripts write) saves it as a function config of that name.
+FUNCTIONS = {f.__name__: f for f in (approx_sign, magnitude_aware_sign, ste_heaviside,
+                                     ste_sign, ste_tern, swish_sign)}
 
 
 def serialize(quantizer):
@@ -323,9 +332,41 @@ def serialize(quantizer):
     return tf.keras.utils.serialize_keras_object(quantizer)
 
 
+def _function(name, custom_objects=None):
+    """The function a saved quantizer config names: one of `FUNCTIONS`
+    (first: larq, once imported, registers functions of the same names with
+    Keras), else the user's (in `custom_objects`, a Keras custom object scope
+    such as ``load_model(custom_objects=...)`` opens, or registered with
+    Keras); None if none of them is a function."""
+    if not isinstance(name, str):
+        return None
+    found = FUNCTIONS.get(name)
+    if found is None:
+        found = (custom_objects or {}).get(name)
+    if found is None:
+        found = tf.keras.utils.get_registered_object(name)
+    return found if callable(found) and not isinstance(found, type) else None
+
+
 def deserialize(config, custom_objects=None):
     """The quantizer a config from `serialize` describes (new or legacy
-    Keras format)."""
+    Keras format).
+
+    Raises:
+      ValueError: the config names a function that is neither one of this
+        module's nor known to Keras (a function of the user's own, which a
+        saved model holds by name only)."""
+    if isinstance(config, dict) and config.get("class_name") == "function":
+        found = _function(config.get("config"), custom_objects)
+        if found is None:
+            name = config.get("config")
+            raise ValueError(
+                "the quantizer is the function %r, which is not one of "
+                "graph_override.keras.quantizers' functions; a saved model keeps a "
+                "function of your own by name only: load it with "
+                "custom_objects={%r: %s}, or register the function with "
+                "@tf.keras.utils.register_keras_serializable()" % (name, name, name))
+        return found
     legacy = getattr(tf.keras.utils, "legacy", None)
     if (legacy is not None and isinstance(config, dict) and "module" not in config
             and "registered_name" not in config):
@@ -367,6 +408,8 @@ def get(identifier, layer=None, argument=None):
         return None
     if isinstance(identifier, str):
         cls = BY_NAME.get(identifier)
+        if cls is None and _function(identifier) is not None:
+            return _function(identifier)  # a function of the user's, registered
         if cls is None:
             close = difflib.get_close_matches(identifier, list(BY_NAME), n=2)
             raise QuantizerError("%s: no quantizer named %r.%s Quantizers: %s." % (

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import graph_override.keras as lq
+from graph_override import tf2
 from graph_override.errors import QuantizerError
 
 EDGES = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 0.05, -0.05, 1.5, -1.5, 0.3,
@@ -192,8 +193,51 @@ def test_unknown_constraint_and_bad_settings_are_refused():
         lq.layers.QuantConv1D(2, 3, padding="causal", pad_values=1.0)
 
 
+@pytest.mark.parametrize("bad", [lq.quantizers.SteSign(), lq.quantizers.ste_sign,
+                                 tf2.Estimator("ste_sign")], ids=["object", "function",
+                                                                  "estimator"])
+def test_a_quantizer_given_as_a_constraint_is_refused(bad):
+    # Keras would take any callable, and round the latent weights after each step.
+    with pytest.raises(QuantizerError, match=r"QuantDense\(kernel_constraint=\.\.\.\): .* is "
+                       r"a quantizer, not a constraint"):
+        lq.layers.QuantDense(2, kernel_quantizer="ste_sign", kernel_constraint=bad)
+
+
+def test_bad_settings_are_refused_where_they_are_given():
+    with pytest.raises(QuantizerError, match=r"SteSign\(clip_value=-1\): .* must be >= 0"):
+        lq.quantizers.SteSign(clip_value=-1)
+    with pytest.raises(QuantizerError, match=r"SwishSign\(beta=0\.0\): .* must be > 0"):
+        lq.quantizers.SwishSign(beta=0.0)
+    with pytest.raises(QuantizerError, match=r"QuantConv2D\(pad_values='one'\): the value "
+                       r"to pad with is a number"):
+        lq.layers.QuantConv2D(2, 3, padding="same", pad_values="one")
+    assert lq.quantizers.SteSign(clip_value=0.0).clip_value == 0.0  # the boundary is allowed
+
+
 def test_a_non_float_input_is_refused_naming_the_layer():
     layer = lq.layers.QuantDense(2, input_quantizer="ste_sign", name="binary_dense")
     with pytest.raises(QuantizerError, match=r"QuantDense 'binary_dense' \(input_quantizer="
                        r"ste_sign.*\): the input must be a float tensor, got int32"):
         layer(tf.constant([[1, 2, 3]]))
+
+
+@pytest.mark.parametrize("make, argument", [
+    (lambda: lq.layers.QuantConv2D(2, 3, kernel_quantizer="ste_sign",
+                                   kernel_constraint="weight_clip", name="q"), "kernel"),
+    (lambda: lq.layers.QuantDepthwiseConv2D(3, depthwise_quantizer="ste_sign",
+                                            depthwise_constraint="weight_clip", name="q"),
+     "depthwise"),
+], ids=["conv", "depthwise"])
+def test_a_non_float_input_is_refused_with_a_quantized_kernel_only(make, argument):
+    with pytest.raises(QuantizerError, match=r"'q' \(%s_quantizer=ste_sign.*\): the input "
+                       r"must be a float tensor, got int32" % argument):
+        make()(tf.ones([1, 4, 4, 1], tf.int32))
+
+
+def test_quant_dense_casts_a_non_float_input_as_keras_dense_does():
+    layer = lq.layers.QuantDense(2, kernel_quantizer="ste_sign", kernel_constraint="weight_clip",
+                                 kernel_initializer="glorot_uniform")
+    ints = tf.constant([[1, -2, 0]])
+    got = layer(ints)
+    assert got.dtype == tf.float32
+    np.testing.assert_array_equal(got.numpy(), layer(tf.cast(ints, tf.float32)).numpy())

@@ -180,3 +180,38 @@ def test_saved_config_names_the_registered_classes():
     config = json.dumps(_model().get_config())
     assert "graph_override>QuantConv2D" in config and "graph_override>QuantDense" in config
     assert "graph_override>SteTern" in config and "graph_override>WeightClip" in config
+
+
+def _own_sign(x):
+    """A quantizer function of the user's own, unregistered."""
+    return tf.sign(x)
+
+
+@pytest.mark.parametrize("ext", [".keras", ".h5"])
+def test_quantizer_functions_save_by_name_and_load_back(ext, tmp_path):
+    # larq scripts pass the functions themselves (lq.quantizers.ste_sign);
+    # a saved model holds a function by name only.
+    x = np.array([[-1.5, -0.5, 0.0, 0.5, 1.5, -0.0]], np.float32)
+
+    def saved(**quantizers):
+        model = tf.keras.Sequential([tf.keras.Input((6,)), lq.layers.QuantDense(
+            3, kernel_initializer="glorot_uniform", name="qd", **quantizers)])
+        path = str(tmp_path / ("%s%s" % (len(list(tmp_path.iterdir())), ext)))
+        model.save(path)
+        return model, path
+
+    model, path = saved(input_quantizer=lq.quantizers.ste_sign,
+                        kernel_quantizer=lq.quantizers.approx_sign)
+    loaded = tf.keras.models.load_model(path)  # no custom_objects
+    layer = loaded.get_layer("qd")
+    assert (layer.input_quantizer, layer.kernel_quantizer) == (
+        lq.quantizers.ste_sign, lq.quantizers.approx_sign)
+    np.testing.assert_array_equal(loaded(x).numpy(), model(x).numpy())
+
+    model, path = saved(input_quantizer=_own_sign)
+    with pytest.raises(Exception, match=r"the quantizer is the function '_own_sign'.*"
+                       r"custom_objects=\{'_own_sign': _own_sign\}"):
+        tf.keras.models.load_model(path)
+    loaded = tf.keras.models.load_model(path, custom_objects={"_own_sign": _own_sign})
+    assert loaded.get_layer("qd").input_quantizer is _own_sign
+    np.testing.assert_array_equal(loaded(x).numpy(), model(x).numpy())
