@@ -95,6 +95,12 @@ class Explainer:
                 models.from_callable(model, None)  # raises the error for non-callables
             self._fixed = None
 
+    @property
+    def model(self):
+        """The model as given (a GraphDef, a path, a callable or Keras model;
+        None for a Session's graph)."""
+        return self._model
+
     def model_graph(self, x):
         """The `ModelGraph` that explains inputs like `x`."""
         if self._fixed is not None:

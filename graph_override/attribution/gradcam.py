@@ -8,16 +8,23 @@ one map of the layer's height x width per example (bilinearly resized to the
 input's with ``resize=True``, as Captum's ``LayerAttribution.interpolate``
 does). The layer is a tensor name of the frozen graph, or by default the last
 4-D tensor on the path from the input to the output (for a CNN, the last
-convolution's activations or the pooling after them).
+convolution's activations or the pooling after them). For a functional or
+Sequential Keras model it may also be one of its layers, or a layer's name
+(``model.get_layer``): the model is then traced with two outputs, the
+layer's and its own (`models.from_keras_layer`), so the layer's output is
+found by what Keras knows of it, not by node names, which change with every
+trace of the model (``sequential_1/c1_1/Relu``).
 
 The gradient comes from a second function of the same graph, fed at the
 layer (and at the input, for any path that bypasses the layer).
 """
 
+import difflib
+
 import numpy as np
 import tensorflow as tf
 
-from graph_override.attribution import methods
+from graph_override.attribution import methods, models
 from graph_override.attribution import targets as target_lib
 from graph_override.errors import AttributionError, GraphOverrideError
 from graph_override.frozen.tf2.function import FrozenFunction
@@ -61,9 +68,60 @@ def last_4d_tensor(graph_def, input_name, output_name):
     return found
 
 
-def _functions(context, layer):
+def _keras_layer(model, layer, graph, what):
+    """The Layer of the Keras `model` that `layer` (a Layer or a layer name)
+    stands for, or None where `layer` is a tensor name of the frozen graph."""
+    if isinstance(layer, str):
+        if ":" in layer:
+            return None
+        try:
+            return model.get_layer(layer)
+        except ValueError:
+            pass
+        if any(n.name == layer for n in graph.graph_def.node):
+            return None
+        names = [lay.name for lay in model.layers]
+        close = difflib.get_close_matches(layer, names, n=2, cutoff=0.5)
+        raise AttributionError(
+            "%s: model %s has no layer %r%s, and its frozen graph no node %r. Pass the "
+            "name of one of its layers (%s), one of model.layers, or a tensor name of "
+            "the frozen graph (its nodes: [n.name for n in "
+            "Explainer(model).model_graph(x).graph_def.node])" % (
+                what, model.name, layer,
+                " (did you mean %s?)" % " or ".join(repr(c) for c in close) if close else "",
+                layer, ", ".join(names)))
+    if any(lay is layer for lay in model.layers):
+        return layer
+    if models.is_keras(layer):
+        raise AttributionError(
+            "%s: %r is not one of the layers of model %s; pass one of model.layers "
+            "(or model.get_layer(NAME)), a layer's name, or a tensor name of the frozen "
+            "graph" % (what, getattr(layer, "name", layer), model.name))
+    return None
+
+
+def _resolve(context, x, layer):
+    """(ModelGraph, tensor name) of `layer`, a tensor name of the frozen
+    graph (a node's name means its output 0), a tensor, or for a Keras model
+    one of its layers or a layer's name."""
+    graph, model = context.graph, context.explainer.model
+    what = "grad_cam(layer=%r)" % (layer if isinstance(layer, str)
+                                   else getattr(layer, "name", layer))
+    if models.is_keras(model) and hasattr(model, "get_layer"):
+        found = _keras_layer(model, layer, graph, what)
+        if found is not None:
+            return context.explainer.cached(
+                (id(graph), "grad_cam keras layer", found.name),
+                lambda: models.from_keras_layer(model, found, x, what))
+    if not isinstance(layer, str):
+        layer = getattr(layer, "name", layer)
+    if isinstance(layer, str) and ":" not in layer:
+        layer += ":0"
+    return graph, layer
+
+
+def _functions(context, graph, layer):
     """(input -> layer, (input, layer) -> output) FrozenFunctions, cached."""
-    graph = context.graph
 
     def make():
         try:
@@ -78,7 +136,8 @@ def _functions(context, layer):
 
 
 def grad_cam(context, x, target, *, layer=None, resize=False):
-    """Grad-CAM maps of `layer` (a tensor name; None: `last_4d_tensor`)."""
+    """Grad-CAM maps of `layer` (a tensor name; for a Keras model also a
+    Layer of it or a layer's name; None: `last_4d_tensor`)."""
     graph = context.graph
     if layer is None:
         layer = last_4d_tensor(graph.graph_def, graph.input, graph.output)
@@ -87,17 +146,18 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
                 "grad_cam: %s has no 4-D tensor (batch, height, width, channels) between "
                 "%s and %s; give layer= a tensor name" % (graph.source, graph.input,
                                                           graph.output))
-    elif not isinstance(layer, str):
-        layer = getattr(layer, "name", layer)
-    if isinstance(layer, str) and ":" not in layer:
-        layer += ":0"
-    to_layer, head = _functions(context, layer)
+        asked = layer
+    else:
+        asked = layer if isinstance(layer, str) else getattr(layer, "name", layer)
+        graph, layer = _resolve(context, x, layer)
+    to_layer, head = _functions(context, graph, layer)
     xt = tf.constant(x)
     activations = to_layer(xt)
     if activations.shape.rank != 4:
-        raise AttributionError("grad_cam(layer=%r): the layer has shape %s; Grad-CAM needs a "
-                               "4-D (batch, height, width, channels) tensor" % (
-                                   layer, activations.shape))
+        raise AttributionError("grad_cam(layer=%r): the layer has shape %s%s; Grad-CAM needs "
+                               "a 4-D (batch, height, width, channels) tensor" % (
+                                   asked, activations.shape, "" if asked == layer else
+                                   " (tensor %s of the frozen graph)" % layer))
     shape = head.specs()[1][0].shape
     target = target_lib.resolve(target, tuple(shape.as_list()) if shape.rank is not None and None
                                 not in shape.as_list()[1:] else head(xt, activations).shape,

@@ -23,7 +23,8 @@ from graph_override import _compat
 from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.io import load
 
-__all__ = ["ModelGraph", "from_callable", "from_graph_def", "from_session", "is_graph_model"]
+__all__ = ["ModelGraph", "from_callable", "from_graph_def", "from_keras_layer", "from_session",
+           "is_graph_model", "is_keras", "keras_input_shape"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,32 +110,76 @@ def from_session(session, inputs, outputs):
     return ModelGraph(graph_def, tensors[0].name, tensors[1].name, "<Session graph>")
 
 
-def _is_keras(model):
+def is_keras(model):
+    """True for an object of Keras (Keras 3, Keras 2 / tf_keras): a model, a
+    layer."""
     return any(c.__module__.split(".")[0] in ("keras", "tf_keras")
                or c.__module__.startswith("tensorflow.python.keras")
                for c in type(model).__mro__)
 
 
+def keras_input_shape(model):
+    """The shape (a list, None for unknown dimensions) of a Keras model's one
+    input, or None where the model does not say (a subclassed model never
+    called, several inputs, a model that is not Keras)."""
+    if not is_keras(model):
+        return None
+    try:
+        inputs = model.inputs
+    except (AttributeError, ValueError):  # Keras 3: a subclassed model has none
+        return None
+    if not isinstance(inputs, (list, tuple)) or len(inputs) != 1:
+        return None
+    try:
+        shape = tf.TensorShape(inputs[0].shape)
+    except (TypeError, ValueError):
+        return None
+    return shape.as_list() if shape.rank is not None else None
+
+
+def _check_keras_input(model, name, x):
+    """Refuses an `x` whose rank or non-batch dimensions differ from the
+    Keras model's input, before tracing: traced, an image without its batch
+    axis would be a batch of rows, and Keras' own error says so in terms of
+    its layers."""
+    shape = keras_input_shape(model)
+    if shape is None or x is None:
+        return
+    if x.ndim == len(shape) and all(
+            want is None or want == got for want, got in zip(shape[1:], x.shape[1:])):
+        return
+    one = x.ndim == len(shape) - 1 and all(
+        want is None or want == got for want, got in zip(shape[1:], x.shape))
+    raise AttributionError(
+        "x has shape %s; the input of model %s takes %s (first dimension the "
+        "examples)%s" % (tuple(x.shape), name, tuple(shape),
+                         ": for one example, pass x[None] (shape %s)" % (
+                             (1,) + tuple(x.shape),) if one else ""))
+
+
 def from_callable(model, x):
     """`model` (a Keras model or a function of one tensor) traced for the
-    spec of `x` with the batch dimension None, and frozen."""
+    spec of `x` with the batch dimension None, and frozen.
+
+    Raises:
+      AttributionError: `model` is not callable; x does not fit a Keras
+        model's input shape (rank or a non-batch dimension, e.g. one example
+        without its batch axis); the model cannot be traced or returns more
+        than one tensor.
+    """
     if not callable(model):
         raise AttributionError(
             "model=%r is neither a GraphDef, a path to one, nor a callable; pass a "
             "frozen model with inputs= and outputs=, session= with tensors, or a "
             "TF2 function or Keras model" % (model,))
     name = getattr(model, "name", None) or getattr(model, "__name__", type(model).__name__)
-    keras = _is_keras(model)
+    keras = is_keras(model)
+    _check_keras_input(model, name, x)
 
     def call(t):
         return model(t, training=False) if keras else model(t)
 
-    spec = tf.TensorSpec([None] + list(x.shape[1:]), tf.as_dtype(x.dtype), name="input")
-    try:
-        concrete = tf.function(call).get_concrete_function(spec)
-    except (TypeError, ValueError) as e:
-        raise AttributionError("model %s cannot be traced for inputs of spec %s: %s"
-                               % (name, spec, e)) from e
+    concrete = _trace(call, name, x)
     outputs = concrete.structured_outputs
     if not isinstance(outputs, tf.Tensor):
         raise AttributionError(
@@ -144,6 +189,84 @@ def from_callable(model, x):
     frozen = _compat.freeze_concrete_function(concrete)
     return ModelGraph(frozen.graph.as_graph_def(), frozen.inputs[0].name,
                       frozen.outputs[0].name, "model %s" % name)
+
+
+def _trace(call, name, x):
+    """The concrete function of `call` for the spec of `x`, batch dimension None."""
+    spec = tf.TensorSpec([None] + list(x.shape[1:]), tf.as_dtype(x.dtype), name="input")
+    try:
+        return tf.function(call).get_concrete_function(spec)
+    except (TypeError, ValueError) as e:
+        raise AttributionError("model %s cannot be traced for inputs of spec %s: %s"
+                               % (name, spec, e)) from e
+
+
+def _model_class(model):
+    """The Keras ``Model`` class `model` derives from (Keras 3's or Keras 2's,
+    whichever built it)."""
+    return next(c for c in type(model).__mro__ if c.__name__ == "Model")
+
+
+def _before_identities(graph_def, tensor_name):
+    """`tensor_name` traced back through Identity nodes to the tensor they
+    pass on: a frozen function's outputs are Identity nodes of their own, off
+    the path from the input to the other outputs."""
+    nodes = {n.name: n for n in graph_def.node}
+    node = nodes.get(tensor_name.split(":")[0])
+    while node is not None and node.op == "Identity" and node.input \
+            and not node.input[0].startswith("^"):
+        tensor_name = node.input[0] if ":" in node.input[0] else node.input[0] + ":0"
+        node = nodes.get(tensor_name.split(":")[0])
+    return tensor_name
+
+
+def from_keras_layer(model, layer, x, what="layer"):
+    """(`ModelGraph`, tensor name): a functional or Sequential Keras model
+    traced for the spec of `x` as a model with two outputs, `layer`'s output
+    and its own, and frozen; the tensor name is the layer's output in that
+    frozen graph, the output is the model's.
+
+    The layer's output is found by what Keras knows of it (``layer.output``
+    in the model's graph of layers), not by node names, which depend on how
+    often the model was traced (``sequential_1/c1_1/Relu``).
+
+    Args:
+      model: a Keras model with symbolic inputs (functional or Sequential).
+      layer: one of ``model.layers``.
+      x: the inputs (their spec is traced).
+      what: how messages name the argument (``"grad_cam(layer='c1')"``).
+
+    Raises:
+      AttributionError: a subclassed model (its layers have no symbolic
+        output), or a layer whose output Keras cannot connect to the inputs.
+    """
+    name = model.name
+    try:
+        inputs, outputs, layer_output = model.inputs, model.outputs, layer.output
+    except (AttributeError, ValueError):
+        inputs = outputs = layer_output = None
+    if not inputs or not outputs or layer_output is None:
+        raise AttributionError(
+            "%s: model %s is a subclassed Keras model (or was never called on symbolic "
+            "inputs), so its layer %r has no symbolic output to find in the frozen "
+            "graph; pass a tensor name of the frozen graph instead (its nodes: "
+            "[n.name for n in Explainer(model).model_graph(x).graph_def.node]), or "
+            "layer=None for the last 4-D tensor" % (what, name, layer.name))
+    if len(outputs) != 1:
+        raise AttributionError("%s: model %s has %d outputs; attribution explains one"
+                               % (what, name, len(outputs)))
+    try:
+        both = _model_class(model)(inputs, [layer_output, outputs[0]])
+    except (AttributeError, TypeError, ValueError) as e:
+        raise AttributionError("%s: Keras cannot connect the output of layer %r to the "
+                               "inputs of model %s (%s); pass a tensor name of the frozen "
+                               "graph instead" % (what, layer.name, name, e)) from e
+    concrete = _trace(lambda t: both(t, training=False), name, x)
+    frozen = _compat.freeze_concrete_function(concrete)
+    graph_def = frozen.graph.as_graph_def()
+    return (ModelGraph(graph_def, frozen.inputs[0].name, frozen.outputs[1].name,
+                       "model %s" % name),
+            _before_identities(graph_def, frozen.outputs[0].name))
 
 
 def as_float_input(x, dtype=None):

@@ -85,8 +85,11 @@ LINEAR_OPS = frozenset({
     # shape and data movement
     "Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims", "Transpose",
     "Pad", "PadV2", "MirrorPad", "ConcatV2", "Concat", "Pack", "Unpack", "Split",
-    "SplitV", "Slice", "StridedSlice", "Tile", "GatherV2", "ResizeBilinear",
-    "ResizeNearestNeighbor", "DepthToSpace", "SpaceToDepth", "Cast",
+    "SplitV", "Slice", "StridedSlice", "Tile", "GatherV2", "GatherNd", "ResizeBilinear",
+    "ResizeNearestNeighbor", "DepthToSpace", "SpaceToDepth", "SpaceToBatchND",
+    "BatchToSpaceND", "ReverseV2", "Roll", "BroadcastTo", "EnsureShape", "Snapshot", "Cast",
+    # running sums (the axis is an int input: no gradient path)
+    "Cumsum",
     # no gradient path to the input, or the input itself
     "Placeholder", "PlaceholderWithDefault", "Const", "NoOp", "Shape",
     "StopGradient",

@@ -80,11 +80,33 @@ def configure(parser):
     parser.add_argument("--steps", type=_positive, metavar="N",
                         help="integrated_gradients: points of the path (default 50)")
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
-    parser.add_argument("--map", dest="maps", action="append", default=[],
-                        metavar="OP=ACTION", help="a gradient rule of your own, applied "
-                                                  "before the method's; repeat for more")
+    add_map_option(parser, "a gradient rule of your own, applied before the method's; "
+                           "repeat for more")
     parser.add_argument("--force", action="store_true",
                         help="replace OUT and PNG if they exist")
+
+
+def add_map_option(parser, help_text):
+    """Adds ``--map OP=ACTION`` (repeatable, into ``args.maps``): a gradient
+    rule of the user's own, in the syntax of `graph-override patch`
+    (``Elu=mygrads:guided_elu``, ``Elu=ste_sign``). `explain` and
+    ``inspect --method`` take it; `parse_maps` reads it."""
+    parser.add_argument("--map", dest="maps", action="append", default=[],
+                        metavar="OP=ACTION", help=help_text)
+
+
+def parse_maps(maps):
+    """(rules, op types): the `Rule` s of ``--map`` values (a user's
+    ``MODULE:FUNCTION`` imported and registered, as `frozen.parse_rule` does)
+    and the op types they select, which count as covered.
+
+    Raises:
+      RuleError, UnknownOpTypeError: a rule that does not parse, a function
+        that does not import, an op type TensorFlow does not know.
+    """
+    from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    rules = [frozen.parse_rule(m) for m in maps]
+    return rules, {r.op_type for r in rules if r.op_type}
 
 
 def _usage(message):
@@ -282,7 +304,6 @@ def _summary(args, spec, result):
 
 def _run(args):
     import numpy as np  # pylint: disable=import-outside-toplevel
-    from graph_override import frozen  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import rules  # pylint: disable=import-outside-toplevel
     from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
     spec = rules.method_spec(args.method)
@@ -291,11 +312,11 @@ def _run(args):
         options["baseline"] = args.baseline_array
     if args.steps is not None:
         options["steps"] = args.steps
-    user_rules = [frozen.parse_rule(m) for m in args.maps]
+    user_rules, user_ops = parse_maps(args.maps)
     explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
                           rules=user_rules)
     graph = explainer.model_graph(args.data_array)
-    _warn_coverage(args, graph, spec, {r.op_type for r in user_rules if r.op_type})
+    _warn_coverage(args, graph, spec, user_ops)
     result = explainer.attribute(spec.name, args.data_array, args.target, **options)
     buffer = io.BytesIO()
     np.save(buffer, result.maps, allow_pickle=False)

@@ -5,6 +5,8 @@ import hashlib
 import json
 import sys
 
+from graph_override.commands import explain
+
 HELP = "list op types, failing gradients, gradient names and risky ops of a GraphDef"
 DESCRIPTION = (
     "Reads a frozen GraphDef (binary .pb or text .pbtxt) and reports:\n"
@@ -32,7 +34,9 @@ DESCRIPTION = (
     "reads), function bodies included, that the method does not cover: neither in\n"
     "its rules nor linear (a Softmax, an Elu under guided backprop, a custom op),\n"
     "with no gradient, or batch normalization in training mode; per op type the\n"
-    "count and the first nodes. Exit status 0 all covered, 1 something is not.\n"
+    "count and the first nodes. --map OP=ACTION (as in `graph-override explain`,\n"
+    "e.g. Cumsum=mygrads:my_rule for a gradient function of your own) counts OP as\n"
+    "covered. Exit status 0 all covered, 1 something is not.\n"
     "\n"
     "Exit status: 0 nothing found, 1 failing gradients, TF1 loops or risky ops,\n"
     "2 bad usage or a file that cannot be read as a GraphDef.")
@@ -41,6 +45,7 @@ EPILOG = """examples:
   graph-override inspect model.pbtxt --json > report.json
   graph-override inspect model.pb --limit 100     # longer tables
   graph-override inspect model.pb --method deeplift --inputs x:0 --outputs logits:0
+  graph-override inspect model.pb --method deeplift --map Softsign=mygrads:rescale
 
 then repair what it found:
   graph-override patch model.pb -o fixed.pb --map Sign=ste_sign
@@ -61,6 +66,9 @@ def configure(parser):
     parser.add_argument("--outputs", nargs="+", metavar="NAME:0",
                         help="with --method: the output tensors (default: the nodes "
                              "nothing reads)")
+    explain.add_map_option(parser, "with --method: a gradient rule of your own, as in "
+                                   "`explain --map`; its op type counts as covered; "
+                                   "repeat for more")
 
 
 def _positive_int(text):
@@ -91,11 +99,14 @@ def _usage(message):
 
 def _coverage(args, graph_def):
     from graph_override.attribution import coverage  # pylint: disable=import-outside-toplevel
-    from graph_override.errors import AttributionError, ConversionError  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import (AttributionError, ConversionError,  # pylint: disable=import-outside-toplevel
+                                       RuleError, UnknownOpTypeError)
     try:
+        _, user_ops = explain.parse_maps(args.maps)
         report = coverage.coverage_report(graph_def, args.method, inputs=args.inputs,
-                                          outputs=args.outputs, source=args.model)
-    except (AttributionError, ConversionError) as e:
+                                          outputs=args.outputs, also_covered=user_ops,
+                                          source=args.model)
+    except (AttributionError, ConversionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -109,6 +120,9 @@ def run(args):
     if args.method is None and (args.inputs or args.outputs):
         return _usage("--inputs and --outputs go with --method NAME (the path whose "
                       "coverage to report)")
+    if args.method is None and args.maps:
+        return _usage("--map goes with --method NAME (a rule of your own, whose op type "
+                      "counts as covered)")
     graph_def = frozen.load(args.model)
     if args.method is not None:
         return _coverage(args, graph_def)

@@ -62,6 +62,37 @@ def test_default_ends_take_every_placeholder_and_every_unread_node():
     assert "Softmax" in report.format() and "NOT covered by deeplift" in report.format()
 
 
+def test_linear_data_movement_and_running_sums_are_covered():
+    """Cumsum (its axis is an int input), ReverseV2, Roll, BroadcastTo,
+    GatherNd, SpaceToBatchND / BatchToSpaceND (dilated convolutions) and
+    EnsureShape are linear in their float input: every method keeps their
+    gradient."""
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4, 4, 2], name="x")
+        h = tf.cumsum(x, axis=1, name="cumsum")
+        h = tf.reverse(h, [2], name="reverse")
+        h = tf.roll(h, 1, axis=1, name="roll")
+        h = tf.raw_ops.BatchToSpaceND(input=tf.raw_ops.SpaceToBatchND(
+            input=h, block_shape=[2, 2], paddings=[[0, 0], [0, 0]]),
+            block_shape=[2, 2], crops=[[0, 0], [0, 0]], name="b2s")
+        h = tf.ensure_shape(h, [None, 4, 4, 2], name="ensure")
+        h = tf.gather_nd(h, [[0], [1]], batch_dims=0, name="gather_nd")
+        h = tf.broadcast_to(tf.reduce_sum(h, axis=[1, 2, 3]), [3, 2], name="broadcast")
+        tf.identity(tf.nn.relu(h), name="y")
+    graph_def = g.as_graph_def()
+    ops = {n.op for n in graph_def.node}
+    expected = {"Cumsum", "ReverseV2", "Roll", "SpaceToBatchND", "BatchToSpaceND",
+                "EnsureShape", "GatherNd", "BroadcastTo"}
+    assert expected <= ops
+    for method in ("deeplift", "eps_lrp", "guided_backprop"):
+        report = coverage_report(graph_def, method, inputs="x", outputs="y")
+        assert report.uncovered == [], method
+        assert report.covered == {"Relu": 1}
+        # x, the 8 ops, Sum, Relu, y: all but the Relu are linear
+        assert report.linear == report.path_nodes - 1 == 11
+    assert expected <= rules.LINEAR_OPS
+
+
 def test_training_mode_batch_norm_is_reported_for_every_method():
     with tf.Graph().as_default() as g:
         x = tf.compat.v1.placeholder(tf.float32, [None, 4, 4, 2], name="x")
@@ -173,6 +204,34 @@ def test_cli_exit_status_and_usage_errors(tmp_path, capsys):
     code, _, err = _main(capsys, "inspect", str(tmp_path / "missing.pb"), "--method",
                          "deeplift")
     assert code == 2 and "missing.pb" in err
+
+
+def test_cli_map_counts_the_users_op_types_as_covered(tmp_path, monkeypatch, capsys):
+    """``inspect --method NAME --map OP=MODULE:FUNCTION``: what the report's
+    own hint suggests, parsed as ``explain --map`` parses it."""
+    model = str(tmp_path / "mlp.pb")
+    frozen.save(_mlp(), model)
+    (tmp_path / "inspect_elu_rules.py").write_text(
+        "def passthrough(op, grad):\n    return grad\n")
+    monkeypatch.chdir(tmp_path)
+    path = ["inspect", model, "--method", "guided_backprop", "--inputs", "x:0",
+            "--outputs", "logits:0"]
+    code, out, _ = _main(capsys, *path)
+    assert code == 1 and "--map Elu=MODULE:FUNCTION" in out
+    code, out, err = _main(capsys, *path, "--map", "Elu=inspect_elu_rules:passthrough")
+    assert code == 0 and "every op type on the path is covered" in out, err
+    assert "2 covered by its rules (Elu 1, Relu 1)" in out
+    code, out, _ = _main(capsys, *path, "--map", "Elu=ste_sign", "--json")
+    import json  # pylint: disable=import-outside-toplevel
+    data = json.loads(out)
+    assert code == 0 and data["covered"] == {"Elu": 1, "Relu": 1} and data["uncovered"] == []
+    for argv, match in (
+            (path + ["--map", "elu=ste_sign"], "'Elu'"),
+            (path + ["--map", "Elu=inspect_no_such_module:f"], "inspect_no_such_module"),
+            (path + ["--map", "Elu"], "expected SELECTOR=ACTION"),
+            (["inspect", model, "--map", "Elu=ste_sign"], "--map goes with --method")):
+        code, _, err = _main(capsys, *argv)
+        assert code == 2 and match in err, err
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,8 @@
 Keras model with the same weights give the same maps; rules reach ops in
 Keras layers and in the function library; TF1 control flow."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -122,6 +124,25 @@ def test_a_callable_is_traced_once_per_input_spec():
     assert len(calls) == 2
 
 
+def test_a_keras_model_refuses_x_that_does_not_fit_its_input_before_tracing(forms):
+    keras_form = forms["keras"]
+    image = nets.images(1, seed=7)[0]  # one example without its batch axis
+    with pytest.raises(AttributionError, match=re.escape(
+            "x has shape (8, 8, 1); the input of model %s takes (None, 8, 8, 1) (first "
+            "dimension the examples): for one example, pass x[None] (shape (1, 8, 8, 1))"
+            % keras_form.model.name)):
+        attribution.saliency(keras_form, image, 0)
+    with pytest.raises(AttributionError, match=re.escape(
+            "x has shape (2, 7, 7, 1); the input of model %s takes (None, 8, 8, 1) (first "
+            "dimension the examples)" % keras_form.model.name) + "$"):
+        attribution.saliency(keras_form, np.zeros((2, 7, 7, 1), "float32"), 0)
+    one = attribution.saliency(keras_form, image[None], 0, abs=False).maps
+    np.testing.assert_allclose(
+        one, forms["tf2 function"].attribute("saliency", image[None], 0, abs=False).maps,
+        rtol=RTOL, atol=ATOL)
+    assert np.abs(one).max() > 0
+
+
 def test_grad_cam_picks_the_last_4d_tensor_and_equals_its_definition(cnn):
     with tf.Graph().as_default() as g:
         x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
@@ -165,6 +186,72 @@ def test_grad_cam_refuses_a_layer_it_cannot_use(cnn):
     dense = nets.dense_graph_def(nets.dense_params([3, 2], 0), None)
     with pytest.raises(AttributionError, match="has no 4-D tensor"):
         attribution.grad_cam(dense, np.ones((1, 3), "float32"), inputs="x", outputs="logits")
+
+
+def test_grad_cam_takes_a_keras_layer_or_its_name(cnn):
+    model = nets.cnn_keras_model(cnn)
+    conv2 = model.layers[2]  # Conv2D(6) with its ReLU, after the MaxPool
+    explainer = attribution.Explainer(model)
+    images = nets.images(3, seed=8)
+    graph = explainer.model_graph(images)
+    from graph_override.attribution import gradcam  # pylint: disable=import-outside-toplevel
+    tensor = gradcam.last_4d_tensor(graph.graph_def, graph.input, graph.output)
+    by_tensor = explainer.attribute("grad_cam", images, [0, 1, 2], layer=tensor).maps
+    by_name = explainer.attribute("grad_cam", images, [0, 1, 2], layer=conv2.name).maps
+    by_layer = attribution.grad_cam(model, images, [0, 1, 2], layer=conv2).maps
+    np.testing.assert_array_equal(by_name, by_tensor)
+    np.testing.assert_array_equal(by_layer, by_tensor)
+    # by hand on the Keras model: its layers called in turn, the gradient of
+    # the targets with respect to conv2's output
+    xt = tf.constant(images)
+    features = conv2(model.layers[1](model.layers[0](xt)))
+    with tf.GradientTape() as tape:
+        tape.watch(features)
+        logits = model.layers[4](model.layers[3](features))
+        picked = tf.gather(logits, [0, 1, 2], axis=1, batch_dims=1)
+    weights = tf.reduce_mean(tape.gradient(picked, features), axis=[1, 2], keepdims=True)
+    expected = tf.nn.relu(tf.reduce_sum(weights * features, axis=-1)).numpy()
+    assert by_name.shape == (3, 4, 4)
+    np.testing.assert_allclose(by_name, expected, rtol=RTOL, atol=ATOL)
+    assert (by_name == 0).any() and (by_name > 0).any()
+    # the first convolution: 8x8 maps, not the default layer's
+    first = attribution.grad_cam(model, images, 0, layer=model.layers[0].name).maps
+    assert first.shape == (3, 8, 8)
+
+
+def test_grad_cam_refuses_a_keras_layer_it_cannot_find(cnn):
+    model = nets.cnn_keras_model(cnn)
+    images = nets.images(1, seed=9)
+    name = model.layers[2].name
+    with pytest.raises(AttributionError, match=r"grad_cam\(layer='%sx'\): model %s has no "
+                       r"layer '%sx' \(did you mean '%s'.*\)" % (
+                           name, model.name, name, name)):
+        attribution.grad_cam(model, images, layer=name + "x")
+    dense = model.layers[4].name
+    with pytest.raises(AttributionError, match=r"grad_cam\(layer='%s'\): the layer has shape "
+                       r"\(1, 3\) \(tensor .*%s.* of the frozen graph\); Grad-CAM needs a 4-D"
+                       % (dense, dense)):
+        attribution.grad_cam(model, images, layer=dense)
+    other = nets.cnn_keras_model(cnn)
+    with pytest.raises(AttributionError, match="is not one of the layers of model %s"
+                       % model.name):
+        attribution.grad_cam(model, images, layer=other.layers[2])
+    keras = nets.keras_module()
+
+    class Subclassed(keras.Model):  # pylint: disable=too-few-public-methods
+        def __init__(self):
+            super().__init__()
+            self.conv = keras.layers.Conv2D(2, 3, activation="relu", name="conv")
+            self.flat = keras.layers.Flatten()
+
+        def call(self, inputs):  # pylint: disable=arguments-differ
+            return self.flat(self.conv(inputs))
+
+    sub = Subclassed()
+    with pytest.raises(AttributionError, match=r"grad_cam\(layer='conv'\): model .* is a "
+                       r"subclassed Keras model.*pass a tensor name of the frozen graph"):
+        attribution.grad_cam(sub, images, 0, layer="conv")
+    assert attribution.grad_cam(sub, images, 0).maps.shape == (1, 6, 6)  # the default
 
 
 def test_grad_cam_applies_the_callers_rules(cnn):
