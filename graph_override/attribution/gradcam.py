@@ -120,6 +120,23 @@ def _resolve(context, x, layer):
     return graph, layer
 
 
+def _reads_the_input(graph_def, input_name, tensor_name):
+    """Whether the tensor `tensor_name` is computed from the input (a
+    weight of the frozen graph, a Const, is not)."""
+    with tf.Graph().as_default() as graph:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    source = graph.get_tensor_by_name(input_name).op
+    seen, stack = set(), [graph.get_tensor_by_name(tensor_name).op]
+    while stack:
+        op = stack.pop()
+        if op is source:
+            return True
+        if op not in seen:
+            seen.add(op)
+            stack.extend(t.op for t in op.inputs)
+    return False
+
+
 def _functions(context, graph, layer):
     """(input -> layer, (input, layer) -> output) FrozenFunctions, cached."""
 
@@ -151,6 +168,13 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
         asked = layer if isinstance(layer, str) else getattr(layer, "name", layer)
         graph, layer = _resolve(context, x, layer)
     to_layer, head = _functions(context, graph, layer)
+    if not context.explainer.cached((id(graph), "grad_cam reads the input", layer),
+                                    lambda: _reads_the_input(graph.graph_def, graph.input,
+                                                             layer)):
+        raise AttributionError(
+            "grad_cam(layer=%r): %s is not computed from the input %s (a weight or a "
+            "constant of the graph?); Grad-CAM needs the activations of a layer "
+            "between %s and %s" % (asked, layer, graph.input, graph.input, graph.output))
     xt = tf.constant(x)
     activations = to_layer(xt)
     if activations.shape.rank != 4:

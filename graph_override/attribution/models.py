@@ -142,6 +142,16 @@ def _check_keras_input(model, name, x):
     Keras model's input, before tracing: traced, an image without its batch
     axis would be a batch of rows, and Keras' own error says so in terms of
     its layers."""
+    try:
+        inputs = model.inputs if is_keras(model) else None
+    except (AttributeError, ValueError):  # Keras 3: a subclassed model has none
+        inputs = None
+    if isinstance(inputs, (list, tuple)) and len(inputs) > 1:
+        raise AttributionError(
+            "model %s has %d inputs (%s); attribution explains one input tensor: pass "
+            "a function of the one to explain, e.g. lambda x: model([x, other]) with "
+            "the other inputs fixed" % (name, len(inputs), ", ".join(
+                getattr(t, "name", "?") for t in inputs)))
     shape = keras_input_shape(model)
     if shape is None or x is None:
         return

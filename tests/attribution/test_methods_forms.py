@@ -183,6 +183,13 @@ def test_grad_cam_refuses_a_layer_it_cannot_use(cnn):
     with pytest.raises(AttributionError, match="needs a 4-D"):
         attribution.grad_cam(g.as_graph_def(), images, inputs="x", outputs="logits",
                              layer="Reshape:0")
+    # a 4-D weight (the first convolution's kernel, a Const): not activations
+    kernel = next(n.name for n in g.as_graph_def().node if n.op == "Const"
+                  and len(n.attr["value"].tensor.tensor_shape.dim) == 4)
+    with pytest.raises(AttributionError, match=r"grad_cam\(layer='%s'\): %s:0 is not computed "
+                       r"from the input x:0" % (re.escape(kernel), re.escape(kernel))):
+        attribution.grad_cam(g.as_graph_def(), images, inputs="x", outputs="logits",
+                             layer=kernel)
     dense = nets.dense_graph_def(nets.dense_params([3, 2], 0), None)
     with pytest.raises(AttributionError, match="has no 4-D tensor"):
         attribution.grad_cam(dense, np.ones((1, 3), "float32"), inputs="x", outputs="logits")
@@ -338,3 +345,20 @@ def test_rules_reach_ops_in_keras_layers_and_in_the_function_library():
     guided = explainer.attribute("guided_backprop", x, target=0).maps
     np.testing.assert_allclose(plain, [[-1.0, 0.5]])  # d(-relu(x @ w)[0]) / dx = -w[:, 0]
     np.testing.assert_array_equal(guided, [[0.0, 0.0]])  # dy = -1 < 0 at the Relu
+
+
+def test_a_keras_model_with_two_inputs_is_refused_before_tracing():
+    keras = nets.keras_module()
+    a, b = keras.Input((3,), name="a"), keras.Input((3,), name="b")
+    model = keras.Model([a, b], keras.layers.Dense(2)(keras.layers.Concatenate()([a, b])))
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(AttributionError, match=r"model .* has 2 inputs \(a, b\); attribution "
+                       r"explains one input tensor: pass a function of the one to explain"):
+        attribution.saliency(model, x, 0)
+    other = tf.constant(np.full((2, 3), 0.5, np.float32))
+    got = attribution.saliency(lambda t: model([t, other]), x, 0, abs=False).maps
+    with tf.GradientTape() as tape:
+        xt = tf.constant(x)
+        tape.watch(xt)
+        picked = model([xt, other])[:, 0]
+    np.testing.assert_array_equal(got, tape.gradient(picked, xt).numpy())
