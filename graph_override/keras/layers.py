@@ -276,9 +276,12 @@ class _PadValues:
     def call(self, inputs):
         if self._native_padding:
             return super().call(inputs)
-        shape = inputs.shape
-        if not shape[1:].is_fully_defined():
-            shape = tf.shape(inputs)
+        # Each spatial size, static where known, else read at run time (a
+        # model for images of any size, a dataset of varying sizes).
+        shape = inputs.shape.as_list()
+        if not all(shape[1:]):
+            dynamic = tf.shape(inputs)
+            shape = [n if n is not None else dynamic[axis] for axis, n in enumerate(shape)]
         pads = [list(p) for p, _ in self._paddings(self._spatial(shape))]
         pads = ([[0, 0]] + pads + [[0, 0]] if self.data_format == "channels_last"
                 else [[0, 0], [0, 0]] + pads)

@@ -152,6 +152,30 @@ def test_pad_values_pads_the_quantized_input(layer):
     np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.parametrize("layer", ["QuantConv1D", "QuantConv2D", "QuantDepthwiseConv2D",
+                                   "QuantSeparableConv2D"])
+def test_pad_values_with_spatial_sizes_known_only_at_run_time(layer):
+    # A model for images of any size (Input((None, None, 3))), a dataset of
+    # varying sizes, an exported signature: the padding is computed from the
+    # run-time shape, and gives the padding of the known shape, bit for bit.
+    rank = 1 if layer == "QuantConv1D" else 2
+    args = dict(kernel_size=3, strides=2, padding="same", pad_values=1.0,
+                input_quantizer="ste_sign", use_bias=False)
+    if layer != "QuantDepthwiseConv2D":
+        args["filters"] = 2
+    keras = tf.keras
+    inputs = keras.Input((None,) * rank + (3,))
+    model = keras.Model(inputs, getattr(lq.layers, layer)(**args)(inputs))
+    any_size = tf.function(model, input_signature=[
+        tf.TensorSpec((None,) * (rank + 1) + (3,), tf.float32)])
+    for size in (5, 6):
+        x = np.random.RandomState(size).uniform(-2, 2, (1,) + (size,) * rank + (3,))
+        x = x.astype(np.float32)
+        x.flat[0] = 0.0
+        np.testing.assert_array_equal(any_size(x).numpy(), model(x).numpy())
+        assert model(x).shape[1] == (size + 1) // 2
+
+
 def test_two_layers_keep_their_own_quantizers():
     a = lq.layers.QuantDense(2, kernel_quantizer=lq.quantizers.SteSign(clip_value=0.5))
     b = lq.layers.QuantDense(2, kernel_quantizer="ste_sign")
