@@ -408,8 +408,9 @@ def get(identifier, layer=None, argument=None):
         return None
     if isinstance(identifier, str):
         cls = BY_NAME.get(identifier)
-        if cls is None and _function(identifier) is not None:
-            return _function(identifier)  # a function of the user's, registered
+        user_function = None if cls is not None else _function(identifier)
+        if user_function is not None:  # registered with Keras, or in custom_objects
+            return user_function
         if cls is None:
             close = difflib.get_close_matches(identifier, list(BY_NAME), n=2)
             raise QuantizerError("%s: no quantizer named %r.%s Quantizers: %s." % (
