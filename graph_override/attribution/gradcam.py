@@ -125,16 +125,7 @@ def _reads_the_input(graph_def, input_name, tensor_name):
     weight of the frozen graph, a Const, is not)."""
     with tf.Graph().as_default() as graph:
         tf.compat.v1.import_graph_def(graph_def, name="")
-    source = graph.get_tensor_by_name(input_name).op
-    seen, stack = set(), [graph.get_tensor_by_name(tensor_name).op]
-    while stack:
-        op = stack.pop()
-        if op is source:
-            return True
-        if op not in seen:
-            seen.add(op)
-            stack.extend(t.op for t in op.inputs)
-    return False
+    return bool(_path_ops(graph, input_name, tensor_name))
 
 
 def _functions(context, graph, layer):

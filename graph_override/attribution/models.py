@@ -118,17 +118,22 @@ def is_keras(model):
                for c in type(model).__mro__)
 
 
+def _keras_inputs(model):
+    """A Keras model's symbolic inputs (a list), or None where it has none
+    (not Keras, a subclassed model never called)."""
+    try:
+        inputs = model.inputs if is_keras(model) else None
+    except (AttributeError, ValueError):  # Keras 3: a subclassed model has none
+        return None
+    return list(inputs) if isinstance(inputs, (list, tuple)) else None
+
+
 def keras_input_shape(model):
     """The shape (a list, None for unknown dimensions) of a Keras model's one
     input, or None where the model does not say (a subclassed model never
     called, several inputs, a model that is not Keras)."""
-    if not is_keras(model):
-        return None
-    try:
-        inputs = model.inputs
-    except (AttributeError, ValueError):  # Keras 3: a subclassed model has none
-        return None
-    if not isinstance(inputs, (list, tuple)) or len(inputs) != 1:
+    inputs = _keras_inputs(model)
+    if inputs is None or len(inputs) != 1:
         return None
     try:
         shape = tf.TensorShape(inputs[0].shape)
@@ -142,11 +147,8 @@ def _check_keras_input(model, name, x):
     Keras model's input, before tracing: traced, an image without its batch
     axis would be a batch of rows, and Keras' own error says so in terms of
     its layers."""
-    try:
-        inputs = model.inputs if is_keras(model) else None
-    except (AttributeError, ValueError):  # Keras 3: a subclassed model has none
-        inputs = None
-    if isinstance(inputs, (list, tuple)) and len(inputs) > 1:
+    inputs = _keras_inputs(model)
+    if inputs is not None and len(inputs) > 1:
         raise AttributionError(
             "model %s has %d inputs (%s); attribution explains one input tensor: pass "
             "a function of the one to explain, e.g. lambda x: model([x, other]) with "
