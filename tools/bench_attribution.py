@@ -17,6 +17,10 @@ same examples for the same target classes:
   and takes one example per `GetMask`, so a batch is a loop. Its
   construction is timed apart. It overrides the gradient of Relu only; on
   MobileNetV2 (Relu6) its map is the plain gradient, which the child checks.
+- two floors of an exact epsilon-LRP rule (`FLOORS`): the plain gradient
+  with every activation's gradient replaced by dy * x, a rule that keeps the
+  op's input as epsilon-LRP must, as one in-place multiply and as one
+  XLA-compiled call.
 
 Everything runs in one fresh process per batch size and CPU allocator, the
 variants one after another in a rotating order, median seconds per batch over the
@@ -31,6 +35,7 @@ Run on its own: ``python tools/bench_attribution.py SIZE ALPHA BATCH REPEATS
 
 import hashlib
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -140,9 +145,65 @@ class PairGuidedBackprop:
         return np.stack([self.method.GetMask(e, feed_dict={}) for e in x])
 
 
+# The floor of an exact epsilon-LRP rule. Its gradient reads the op's input x
+# (Relu6's y does not give x above 6), so x stays alive into the backward
+# pass, Relu6 cannot write its output over it, and TensorFlow cannot fuse the
+# op into the convolution before it. FLOORS are two rules that do only that:
+# dy * x as one multiply that writes into dy's buffer (the cheapest rule that
+# keeps x), and as one XLA-compiled call, which returns a new buffer as the
+# compiled epsilon-LRP rule does. Their maps mean nothing; their time is what
+# any rule keeping x costs on this machine before its arithmetic.
+FLOORS = {"floor: dy * x (keeps x)": "keep_input",
+          "floor: dy * x compiled (keeps x, new buffer)": "keep_input_compiled"}
+_COMPILED = {}
+
+
+def keep_input(op, dy):
+    """A gradient function: dy * x, one multiply (see FLOORS)."""
+    return dy * op.inputs[0]
+
+
+def keep_input_compiled(op, dy):
+    """A gradient function: dy * x in one XLA-compiled call (see FLOORS)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    if "f" not in _COMPILED:
+        _COMPILED["f"] = tf.function(lambda g, x: g * x, jit_compile=True,
+                                     autograph=False, reduce_retracing=True)
+    return _COMPILED["f"](dy, op.inputs[0])
+
+
+def _floor_rules(function):
+    """Rule strings mapping every activation epsilon-LRP covers to `function`
+    of this module (a gradient function of the user's own, MODULE:FUNCTION)."""
+    from graph_override.estimators.rules import (  # pylint: disable=import-outside-toplevel
+        ACTIVATIONS)
+    return ["%s=bench_attribution:%s" % (op, function) for op in ACTIVATIONS]
+
+
 def _method_call(explainer, method, x, target):
     """A function computing `method`'s maps of x with `explainer`."""
     return lambda: explainer.attribute(method, x, target).maps
+
+
+# A call of batch 1 takes tens of milliseconds, where the spread between
+# calls is a tenth of that: the repetitions grow until the plain gradient's
+# calls add up to MIN_SECONDS (at most MAX_REPEATS), so that short calls get
+# a median of many.
+MIN_SECONDS = 2.0
+MAX_REPEATS = 40
+
+
+def time_call(fn):
+    """Seconds one call of fn() takes."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def enough_repeats(repeats, seconds):
+    """The repetitions to run: at least `repeats`, more where one call of the
+    plain gradient (`seconds`) is short (see MIN_SECONDS)."""
+    return max(repeats, min(MAX_REPEATS, math.ceil(MIN_SECONDS / max(seconds, 1e-9))))
 
 
 def child(size, alpha, batch, repeats, saliency_dir=""):
@@ -167,11 +228,11 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
     target = np.full(batch, top)
     onehot = tf.one_hot(target, 1000)
 
-    def gradient():
+    def gradient(function=plain):
         t = tf.constant(x)
         with tf.GradientTape() as tape:
             tape.watch(t)
-            scalars = tf.reduce_sum(plain(t) * onehot, axis=1)
+            scalars = tf.reduce_sum(function(t) * onehot, axis=1)
         return tape.gradient(scalars, t).numpy()
 
     def forward():
@@ -186,11 +247,15 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
         maps = variants[method]()  # patches and builds the function
         first_call[method] = time.perf_counter() - start
         digests[method] = hashlib.sha256(np.ascontiguousarray(maps).tobytes()).hexdigest()
+    for label, function in FLOORS.items():
+        floor = FrozenFunction(graph_def, [input_name], [output_name],
+                               rules=_floor_rules(function), on_no_match="ignore")
+        variants[label] = lambda floor=floor: gradient(floor)
     # The baseline computes what the methods build on: the library's own
     # plain gradient of the same targets (0 up to float rounding).
     check = explainer.attribute("saliency", x, target, abs=False).maps
     result = dict(tensorflow=tf.__version__, batch=batch, size=size, alpha=alpha,
-                  repeats=repeats, first_call_s=first_call, maps_sha256=digests,
+                  first_call_s=first_call, maps_sha256=digests,
                   baseline_max_abs_diff=float(np.max(np.abs(gradient() - check))),
                   gradient_max_abs=float(np.max(np.abs(check))))
     if saliency_dir:
@@ -204,6 +269,8 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
             np.max(np.abs(pair(x) - gradient())))
     for fn in variants.values():
         fn()  # warm-up: tracing, allocation
+    result["min_repeats"] = repeats
+    repeats = result["repeats"] = enough_repeats(repeats, time_call(gradient))
     times = {label: [] for label in variants}
     for order in rotations(list(variants), repeats):
         for label in order:
@@ -294,7 +361,8 @@ def render(rows):
         out.append(
             "`tools/bench_attribution.py`: Keras MobileNetV2 (weights=None, %dx%dx3, "
             "alpha %g, 1000 logits) frozen with convert_variables_to_constants_v2; one "
-            "fresh process per batch size; median seconds per batch of %d repetitions in "
+            "fresh process per batch size; median seconds per batch of at least %d "
+            "repetitions (more where one call is short: each table's heading says) in "
             "a rotating order, after a warm-up call; ratio to the plain gradient (the "
             "unpatched frozen function under a GradientTape), the median of the ratios "
             "within each repetition. Every example is explained for one class (the "
@@ -306,13 +374,13 @@ def render(rows):
             "allocator (malloc: on Linux every large tensor is a fresh mmap whose pages "
             "fault in at each step) and under TF_CPU_ALLOCATOR_USE_BFC=true (its pooling "
             "allocator, which reuses them); each in processes of its own."
-            % (r0["size"], r0["size"], r0["alpha"], r0["repeats"]))
+            % (r0["size"], r0["size"], r0["alpha"], r0.get("min_repeats", r0["repeats"])))
     for r in rows:
         out.append("")
         allocator = r.get("allocator")  # absent in rows measured before it was
-        out.append("### Batch %d%s (TensorFlow %s)" % (
+        out.append("### Batch %d%s (TensorFlow %s, %d repetitions)" % (
             r["batch"], ", " + _ALLOCATOR_TITLES[allocator] if allocator else "",
-            r["tensorflow"]))
+            r["tensorflow"], r["repeats"]))
         out.append("")
         out.append("| variant | median s | ratio to the plain gradient | goal | first call s |")
         out.append("|---|---|---|---|---|")

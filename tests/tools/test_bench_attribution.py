@@ -35,8 +35,8 @@ def test_render_shows_each_variant_its_ratio_and_goal(bench):
     text = bench.render([_row()])
     lines = text.splitlines()
     assert "MobileNetV2 (weights=None, 224x224x3, alpha 1" in text
-    assert "median seconds per batch of 5 repetitions" in text
-    assert "### Batch 32 (TensorFlow 2.21.0)" in lines
+    assert "median seconds per batch of at least 5 repetitions" in text
+    assert "### Batch 32 (TensorFlow 2.21.0, 5 repetitions)" in lines
     assert "| plain gradient | 2.000 | **1.00** | — | — |" in lines
     assert "| forward pass | 0.700 | **0.35** | — | — |" in lines
     assert "| gradient_input | 2.200 | **1.10** | <= 1.2: met | 9.50 |" in lines
@@ -55,10 +55,52 @@ def test_render_shows_pair_and_keeps_errors(bench):
     assert bench.render([{"error": "boom"}]) == "- boom"
 
 
+def test_short_calls_get_more_repetitions(bench):
+    """At least the configured repetitions; more where one plain gradient is
+    short, until MIN_SECONDS of them, at most MAX_REPEATS."""
+    assert bench.MIN_SECONDS == 2.0 and bench.MAX_REPEATS == 40
+    assert bench.enough_repeats(5, 1.5) == 5        # batch 32: 1.5 s a call
+    assert bench.enough_repeats(5, 0.4) == 5        # exactly 2 s in 5 calls
+    assert bench.enough_repeats(5, 0.39) == 6
+    assert bench.enough_repeats(5, 0.066) == 31     # batch 1: 66 ms a call
+    assert bench.enough_repeats(5, 0.001) == 40     # capped
+    assert bench.enough_repeats(50, 0.001) == 50    # the configured floor wins
+    assert bench.enough_repeats(5, 0.0) == 40
+
+
 def test_goals_are_the_issue_s(bench):
     assert bench.GOALS == {"gradient_input": 1.2, "guided_backprop": 1.2, "eps_lrp": 1.2,
                            "deeplift": 2.2}
     assert set(bench.METHODS) == set(bench.GOALS)
+
+
+def test_the_floor_rules_keep_the_input_and_multiply_by_it(bench, monkeypatch):
+    """Both floors patch every activation with dy * x (the op's input), in
+    place and compiled, through the MODULE:FUNCTION rules a user would write;
+    on a Relu6 network the gradient of the sum is then x itself, beyond 6 and
+    below 0 too, where Relu6's own gradient is 0."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    from graph_override.frozen.tf2.function import FrozenFunction
+
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
+        tf.nn.relu6(x * 1.0, name="y")
+    values = tf.constant([[-2.0, 0.0, 3.0, 7.5], [-0.0, 6.0, 1e-30, -1e30]])
+    assert set(bench.FLOORS.values()) == {"keep_input", "keep_input_compiled"}
+    for function in bench.FLOORS.values():
+        rules = bench._floor_rules(function)
+        assert rules[1] == "Relu6=bench_attribution:%s" % function and len(rules) == 8
+        model = FrozenFunction(graph.as_graph_def(), ["x:0"], ["y:0"], rules=rules,
+                               on_no_match="ignore")
+        assert model.patch_report.changes
+        with tf.GradientTape() as tape:
+            tape.watch(values)
+            total = tf.reduce_sum(model(values))
+        np.testing.assert_array_equal(tape.gradient(total, values).numpy(), values.numpy())
 
 
 def test_pair_is_imported_without_the_package_init_files(bench, tmp_path):
@@ -125,8 +167,9 @@ def test_render_names_the_allocator_and_compares_the_maps(bench):
     rows = [_row(allocator="default", maps_sha256=same),
             _row(allocator="BFC", maps_sha256=dict(same))]
     lines = bench.render(rows).splitlines()
-    assert "### Batch 32, default CPU allocator (TensorFlow 2.21.0)" in lines
-    assert "### Batch 32, TF_CPU_ALLOCATOR_USE_BFC=true (TensorFlow 2.21.0)" in lines
+    assert "### Batch 32, default CPU allocator (TensorFlow 2.21.0, 5 repetitions)" in lines
+    assert "### Batch 32, TF_CPU_ALLOCATOR_USE_BFC=true (TensorFlow 2.21.0, 5 repetitions)" in (
+        lines)
     assert lines[-1].startswith("Every method's maps were the same bits under both")
     rows[1]["maps_sha256"]["guided_backprop"] = "cc"
     assert bench.render(rows).splitlines()[-1] == (
@@ -151,7 +194,8 @@ def test_quick_section_times_the_library_s_own_gradient(tmp_path):
     for batch in (1, 4):
         for allocator in ("default CPU allocator", "TF_CPU_ALLOCATOR_USE_BFC=true"):
             assert "### Batch %d, %s (TensorFlow " % (batch, allocator) in section
-    for method in ("gradient_input", "guided_backprop", "eps_lrp", "deeplift"):
+    for method in ("gradient_input", "guided_backprop", "eps_lrp", "deeplift",
+                   "floor: dy * x (keeps x)", "floor: dy * x compiled (keeps x, new buffer)"):
         assert section.count("| %s | " % method) == 4, method
     assert "Every method's maps were the same bits under both allocators" in section
     assert "PAIR's saliency.tf1 not measured" in section
