@@ -17,7 +17,7 @@ same examples for the same target classes:
   and takes one example per `GetMask`, so a batch is a loop. Its
   construction is timed apart. It overrides the gradient of Relu only; on
   MobileNetV2 (Relu6) its map is the plain gradient, which the child checks.
-- two floors of an exact epsilon-LRP rule (`FLOORS`): the plain gradient
+- two floors of an exact epsilon-LRP rule (`bench_floors`): the plain gradient
   with every activation's gradient replaced by dy * x, a rule that keeps the
   op's input as epsilon-LRP must, as one in-place multiply and as one
   XLA-compiled call.
@@ -145,41 +145,6 @@ class PairGuidedBackprop:
         return np.stack([self.method.GetMask(e, feed_dict={}) for e in x])
 
 
-# The floor of an exact epsilon-LRP rule. Its gradient reads the op's input x
-# (Relu6's y does not give x above 6), so x stays alive into the backward
-# pass, Relu6 cannot write its output over it, and TensorFlow cannot fuse the
-# op into the convolution before it. FLOORS are two rules that do only that:
-# dy * x as one multiply that writes into dy's buffer (the cheapest rule that
-# keeps x), and as one XLA-compiled call, which returns a new buffer as the
-# compiled epsilon-LRP rule does. Their maps mean nothing; their time is what
-# any rule keeping x costs on this machine before its arithmetic.
-FLOORS = {"floor: dy * x (keeps x)": "keep_input",
-          "floor: dy * x compiled (keeps x, new buffer)": "keep_input_compiled"}
-_COMPILED = {}
-
-
-def keep_input(op, dy):
-    """A gradient function: dy * x, one multiply (see FLOORS)."""
-    return dy * op.inputs[0]
-
-
-def keep_input_compiled(op, dy):
-    """A gradient function: dy * x in one XLA-compiled call (see FLOORS)."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    if "f" not in _COMPILED:
-        _COMPILED["f"] = tf.function(lambda g, x: g * x, jit_compile=True,
-                                     autograph=False, reduce_retracing=True)
-    return _COMPILED["f"](dy, op.inputs[0])
-
-
-def _floor_rules(function):
-    """Rule strings mapping every activation epsilon-LRP covers to `function`
-    of this module (a gradient function of the user's own, MODULE:FUNCTION)."""
-    from graph_override.estimators.rules import (  # pylint: disable=import-outside-toplevel
-        ACTIVATIONS)
-    return ["%s=bench_attribution:%s" % (op, function) for op in ACTIVATIONS]
-
-
 def _method_call(explainer, method, x, target):
     """A function computing `method`'s maps of x with `explainer`."""
     return lambda: explainer.attribute(method, x, target).maps
@@ -213,6 +178,7 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    import bench_floors  # pylint: disable=import-outside-toplevel
     from bench_common import median, rotations  # pylint: disable=import-outside-toplevel
     from graph_override import attribution  # pylint: disable=import-outside-toplevel
     from graph_override.frozen.tf2.function import (  # pylint: disable=import-outside-toplevel
@@ -247,9 +213,9 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
         maps = variants[method]()  # patches and builds the function
         first_call[method] = time.perf_counter() - start
         digests[method] = hashlib.sha256(np.ascontiguousarray(maps).tobytes()).hexdigest()
-    for label, function in FLOORS.items():
-        floor = FrozenFunction(graph_def, [input_name], [output_name],
-                               rules=_floor_rules(function), on_no_match="ignore")
+    for label, rules in bench_floors.FLOORS.items():
+        floor = FrozenFunction(graph_def, [input_name], [output_name], rules=rules,
+                               on_no_match="ignore")
         variants[label] = lambda floor=floor: gradient(floor)
     # The baseline computes what the methods build on: the library's own
     # plain gradient of the same targets (0 up to float rounding).

@@ -74,26 +74,28 @@ def test_goals_are_the_issue_s(bench):
     assert set(bench.METHODS) == set(bench.GOALS)
 
 
-def test_the_floor_rules_keep_the_input_and_multiply_by_it(bench, monkeypatch):
-    """Both floors patch every activation with dy * x (the op's input), in
-    place and compiled, through the MODULE:FUNCTION rules a user would write;
-    on a Relu6 network the gradient of the sum is then x itself, beyond 6 and
-    below 0 too, where Relu6's own gradient is 0."""
+def test_the_floor_rules_keep_the_input_and_multiply_by_it(load_tool, monkeypatch):
+    """Both floors patch every activation epsilon-LRP covers with dy * x (the
+    op's input), in place and compiled, through the MODULE:FUNCTION rules a
+    user would write; on a Relu6 network the gradient of the sum is then x
+    itself, beyond 6 and below 0 too, where Relu6's own gradient is 0."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
+    from graph_override.estimators.rules import ACTIVATIONS
     from graph_override.frozen.tf2.function import FrozenFunction
 
+    floors = load_tool("bench_floors")
+    assert floors.ACTIVATIONS == ACTIVATIONS
     monkeypatch.syspath_prepend(str(ROOT / "tools"))
     graph = tf.Graph()
     with graph.as_default():
         x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
         tf.nn.relu6(x * 1.0, name="y")
     values = tf.constant([[-2.0, 0.0, 3.0, 7.5], [-0.0, 6.0, 1e-30, -1e30]])
-    assert set(bench.FLOORS.values()) == {"keep_input", "keep_input_compiled"}
-    for function in bench.FLOORS.values():
-        rules = bench._floor_rules(function)
-        assert rules[1] == "Relu6=bench_attribution:%s" % function and len(rules) == 8
+    assert len(floors.FLOORS) == 2
+    for function, rules in zip(("keep_input", "keep_input_compiled"), floors.FLOORS.values()):
+        assert rules == ["%s=bench_floors:%s" % (op, function) for op in ACTIVATIONS]
         model = FrozenFunction(graph.as_graph_def(), ["x:0"], ["y:0"], rules=rules,
                                on_no_match="ignore")
         assert model.patch_report.changes
