@@ -12,8 +12,10 @@ gradient x input, Integrated Gradients, SmoothGrad, Grad-CAM) is the model's
 own gradient, which every op with a gradient covers.
 
 Whatever the method, these are reported too: ops with no gradient or a
-gradient name that does not resolve (tf.gradients fails there), unknown
-(custom) op types, and batch normalization in training mode, which
+gradient name that does not resolve (tf.gradients fails there), the nodes of
+a TF1 while loop (no gradient crosses one after import, whatever the rules:
+`graph_override.frozen.inspect` says more), unknown (custom) op types, and
+batch normalization in training mode, which
 normalizes by the batch's own statistics, so one example's map depends on
 the others in the batch (and DeepLIFT's batch of inputs and references mixes
 the two).
@@ -50,7 +52,8 @@ from graph_override.frozen.graphdef.functions import (CALL_OPS, CONTROL_FLOW_OPS
                                                       called_functions)
 from graph_override.frozen.graphdef.io import load
 from graph_override.frozen.graphdef.views import ancestors
-from graph_override.frozen.inspection.inspector import _may_carry_gradient, inspect
+from graph_override.frozen.inspection.inspector import (V1_LOOP_OPS, _may_carry_gradient,
+                                                        inspect)
 from graph_override.frozen.inspection.report import table
 from graph_override.frozen.tf2.graph import check_names
 
@@ -203,6 +206,10 @@ def _reason(node, spec, failure):
     """Why `node` is not covered by `spec`, or None if it is."""
     if failure is not None:
         return failure
+    if node.op in V1_LOOP_OPS:
+        return ("part of a TF1 while loop (control flow v1): no gradient crosses it after "
+                "the graph is imported, under any method or rule; re-export the model "
+                "with control flow v2 (graph-override inspect MODEL says how)")
     if _training_batch_norm(node):
         return ("batch normalization in training mode (is_training=True) normalizes by "
                 "the batch's own statistics: one example's map depends on the others. "

@@ -90,6 +90,10 @@ LINEAR_OPS = frozenset({
     "BatchToSpaceND", "ReverseV2", "Roll", "BroadcastTo", "EnsureShape", "Snapshot", "Cast",
     # running sums (the axis is an int input: no gradient path)
     "Cumsum",
+    # TF1 tf.cond's routing: the gradient goes back along the branch taken
+    # (a TF1 while loop's Enter/Exit/NextIteration are another matter:
+    # `coverage` reports them)
+    "Switch", "Merge",
     # no gradient path to the input, or the input itself
     "Placeholder", "PlaceholderWithDefault", "Const", "NoOp", "Shape",
     "StopGradient",

@@ -114,6 +114,43 @@ def test_training_mode_batch_norm_is_reported_for_every_method():
         assert "training mode" in report.uncovered[0]["reason"]
 
 
+def test_a_tf1_while_loop_is_reported_and_tf1_cond_routing_is_linear():
+    """A TF1 while loop's Enter/Exit/NextIteration are reported under every
+    method with what to do (no rule can help: tf.gradients cannot cross the
+    loop after import); TF1 tf.cond's Switch and Merge only route the
+    gradient, so they count as linear, in the loop's body too."""
+    v1 = tf.compat.v1
+    was_v2 = v1.control_flow_v2_enabled()
+    v1.disable_control_flow_v2()
+    try:
+        with tf.Graph().as_default() as g:
+            x = v1.placeholder(tf.float32, [None, 3], name="x")
+            _, looped = v1.while_loop(lambda i, a: i < 3,
+                                      lambda i, a: (i + 1, tf.nn.relu(a * 2.0)),
+                                      [tf.constant(0), tf.nn.relu(x)])
+            routed = tf.cond(tf.constant(True), lambda: looped * 1.0, lambda: looped)
+            tf.identity(routed, name="y")
+            tf.identity(tf.cond(tf.constant(True), lambda: x * 3.0, lambda: x), name="z")
+    finally:
+        if was_v2:
+            v1.enable_control_flow_v2()
+    graph_def = g.as_graph_def()
+    ops = {n.op for n in graph_def.node}
+    assert {"Enter", "Exit", "NextIteration", "Switch", "Merge"} <= ops
+    for method in ("guided_backprop", "deeplift", "saliency"):
+        report = coverage_report(graph_def, method, inputs="x", outputs="y")
+        assert sorted(u["op"] for u in report.uncovered) == ["Enter", "Exit",
+                                                             "NextIteration"], method
+        for u in report.uncovered:
+            assert u["reason"].startswith("part of a TF1 while loop"), u
+            assert "control flow v2" in u["reason"] and "--map" not in u["reason"]
+        # the cond alone, without the loop: every node covered
+        alone = coverage_report(graph_def, method, inputs="x", outputs="z")
+        assert alone.ok, alone.format()
+        assert alone.linear >= 3  # Switch, Merge, Mul at least
+    assert rules.LINEAR_OPS >= {"Switch", "Merge"}
+
+
 def test_raw_ops_custom_ops_and_dead_gradient_names():
     with tf.Graph().as_default() as g:
         x = tf.compat.v1.placeholder(tf.float32, [None, 3], name="x")
