@@ -178,6 +178,13 @@ UNSAFE = [
      "helper(...) calls a function that this file neither defines nor imports"),
     ('with g.gradient_override_map({"Sign": "A"}):\n    y = tf.nn.conv2d(x, w, 1, "SAME")\n',
      "not in this tool's table"),
+    # a library layer creates its mapped op among others (MatMul, BiasAdd):
+    # op_with_gradient refuses such a function, so the advice says so
+    ('with g.gradient_override_map({"Relu": "A"}):\n'
+     '    y = tf.contrib.layers.fully_connected(x, 4)\n',
+     "if it creates one such op and no other op, write the call as "
+     "op_with_gradient(tf.contrib.layers.fully_connected, <gradient>)(...) by hand (op_with_gradient "
+     "takes a function of exactly one op); else wrap only that op by hand"),
     ('with g.gradient_override_map({"MatMul": "A"}):\n    y = tf.matmul(x, w)\n',
      "depending on its arguments"),
     ('with g.gradient_override_map({"ZerosLike": "A"}):\n    y = tf.zeros_like(x)\n',

@@ -174,10 +174,11 @@ def _unknown_reason(call, tf_names, mapped):
         return _keras_reason(call, mapped)
     fn = code(call.func)
     return ("%s is not in this tool's table of TensorFlow functions, so it "
-            "may create ops the map re-routes (%s)%s; if it creates exactly "
-            "one such op, write the call as %s(%s, <gradient>)(...) by hand, "
-            "else move it out of the scope" % (
-                fn, ", ".join(sorted(mapped)), _hints(tf_names), HELPER, fn))
+            "may create ops the map re-routes (%s)%s; if it creates one such "
+            "op and no other op, write the call as %s(%s, <gradient>)(...) by "
+            "hand (%s takes a function of exactly one op); else wrap only that "
+            "op by hand, or move the call out of the scope" % (
+                fn, ", ".join(sorted(mapped)), _hints(tf_names), HELPER, fn, HELPER))
 
 
 def _keras_reason(maker, mapped):
