@@ -22,6 +22,7 @@ import tensorflow as tf
 from graph_override import _compat
 from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.io import load
+from graph_override.frozen.graphdef.views import ancestors
 
 __all__ = ["ModelGraph", "from_callable", "from_graph_def", "from_keras_layer", "from_session",
            "is_graph_model", "is_keras", "keras_input_shape"]
@@ -240,7 +241,10 @@ def from_keras_layer(model, layer, x, what="layer"):
 
     The layer's output is found by what Keras knows of it (``layer.output``
     in the model's graph of layers), not by node names, which depend on how
-    often the model was traced (``sequential_1/c1_1/Relu``).
+    often the model was traced (``sequential_1/c1_1/Relu``). Where that
+    record is off the path to the model's output (Keras 3 builds a
+    Sequential model rebuilt from its config by calling its layers more than
+    once), a Sequential model's layers are applied again to its input.
 
     Args:
       model: a Keras model with symbolic inputs (functional or Sequential).
@@ -250,7 +254,8 @@ def from_keras_layer(model, layer, x, what="layer"):
 
     Raises:
       AttributionError: a subclassed model (its layers have no symbolic
-        output), or a layer whose output Keras cannot connect to the inputs.
+        output), or a layer whose output Keras cannot connect to the inputs
+        or to the model's output.
     """
     name = model.name
     try:
@@ -267,8 +272,37 @@ def from_keras_layer(model, layer, x, what="layer"):
     if len(outputs) != 1:
         raise AttributionError("%s: model %s has %d outputs; attribution explains one"
                                % (what, name, len(outputs)))
+    found = _two_output_graph(model, inputs, layer_output, outputs[0], x, what, layer)
+    if found is None and _is_sequential(model):
+        # Keras's record of the layer's output (``layer.output``, its first call)
+        # is not on the path to the model's output: a Sequential rebuilt from
+        # its config (load_model, from_config) calls its layers more than once.
+        # The layers applied again to the model's input give a path that is.
+        applied = inputs[0]
+        for each in model.layers:
+            applied = each(applied)
+            if each is layer:
+                layer_output = applied
+        found = _two_output_graph(model, inputs, layer_output, applied, x, what, layer)
+    if found is None:
+        raise AttributionError(
+            "%s: Keras's record of the output of layer %r is not on the path to the "
+            "output of model %s (the layer was called more than once); pass a tensor "
+            "name of the frozen graph instead" % (what, layer.name, name))
+    return found
+
+
+def _is_sequential(model):
+    return any(c.__name__ == "Sequential" for c in type(model).__mro__)
+
+
+def _two_output_graph(model, inputs, layer_output, output, x, what, layer):
+    """(`ModelGraph` of `output`, the name of `layer_output`'s tensor), traced
+    and frozen as a model of the two outputs; None where the model's output
+    does not depend on that tensor."""
+    name = model.name
     try:
-        both = _model_class(model)(inputs, [layer_output, outputs[0]])
+        both = _model_class(model)(inputs, [layer_output, output])
     except (AttributeError, TypeError, ValueError) as e:
         raise AttributionError("%s: Keras cannot connect the output of layer %r to the "
                                "inputs of model %s (%s); pass a tensor name of the frozen "
@@ -276,9 +310,13 @@ def from_keras_layer(model, layer, x, what="layer"):
     concrete = _trace(lambda t: both(t, training=False), name, x)
     frozen = _compat.freeze_concrete_function(concrete)
     graph_def = frozen.graph.as_graph_def()
+    tensor = _before_identities(graph_def, frozen.outputs[0].name)
+    reached = ancestors({n.name: n.input for n in graph_def.node},
+                        [frozen.outputs[1].name.split(":")[0]], control=False)
+    if tensor.split(":")[0] not in reached:
+        return None
     return (ModelGraph(graph_def, frozen.inputs[0].name, frozen.outputs[1].name,
-                       "model %s" % name),
-            _before_identities(graph_def, frozen.outputs[0].name))
+                       "model %s" % name), tensor)
 
 
 def as_float_input(x, dtype=None):

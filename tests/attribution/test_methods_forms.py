@@ -226,6 +226,33 @@ def test_grad_cam_takes_a_keras_layer_or_its_name(cnn):
     assert first.shape == (3, 8, 8)
 
 
+@pytest.mark.parametrize("rebuild", ["from_config", "load_model"])
+def test_grad_cam_takes_a_layer_of_a_sequential_model_rebuilt_from_its_config(
+        cnn, rebuild, tmp_path):
+    """Keras 3 builds a Sequential model rebuilt from its config (load_model
+    of a .keras file, Sequential.from_config) by calling its layers more than
+    once, and ``layer.output``, the first call's, is then off the path to the
+    model's output (Keras 2 calls them once). The layer by name and by object
+    gives the maps of the model it was rebuilt from, bit for bit."""
+    keras = nets.keras_module()
+    model = nets.cnn_keras_model(cnn)
+    if rebuild == "from_config":
+        again = keras.Sequential.from_config(model.get_config())
+        again.set_weights(model.get_weights())
+    else:
+        path = str(tmp_path / "cnn.keras")
+        model.save(path)
+        again = keras.models.load_model(path)
+    images = nets.images(3, seed=10)
+    name = model.layers[2].name
+    expected = attribution.grad_cam(model, images, [0, 1, 2], layer=name).maps
+    assert expected.shape == (3, 4, 4) and (expected > 0).any()
+    np.testing.assert_array_equal(
+        attribution.grad_cam(again, images, [0, 1, 2], layer=name).maps, expected)
+    np.testing.assert_array_equal(attribution.grad_cam(
+        again, images, [0, 1, 2], layer=again.get_layer(name)).maps, expected)
+
+
 def test_grad_cam_refuses_a_keras_layer_it_cannot_find(cnn):
     model = nets.cnn_keras_model(cnn)
     images = nets.images(1, seed=9)
