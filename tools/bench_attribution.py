@@ -158,13 +158,6 @@ MIN_SECONDS = 2.0
 MAX_REPEATS = 40
 
 
-def time_call(fn):
-    """Seconds one call of fn() takes."""
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def enough_repeats(repeats, seconds):
     """The repetitions to run: at least `repeats`, more where one call of the
     plain gradient (`seconds`) is short (see MIN_SECONDS)."""
@@ -179,7 +172,8 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     import bench_floors  # pylint: disable=import-outside-toplevel
-    from bench_common import median, rotations  # pylint: disable=import-outside-toplevel
+    from bench_common import (  # pylint: disable=import-outside-toplevel
+        median, rotations, timed)
     from graph_override import attribution  # pylint: disable=import-outside-toplevel
     from graph_override.frozen.tf2.function import (  # pylint: disable=import-outside-toplevel
         FrozenFunction)
@@ -236,7 +230,7 @@ def child(size, alpha, batch, repeats, saliency_dir=""):
     for fn in variants.values():
         fn()  # warm-up: tracing, allocation
     result["min_repeats"] = repeats
-    repeats = result["repeats"] = enough_repeats(repeats, time_call(gradient))
+    repeats = result["repeats"] = enough_repeats(repeats, timed(gradient)[0])
     times = {label: [] for label in variants}
     for order in rotations(list(variants), repeats):
         for label in order:
