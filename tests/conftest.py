@@ -14,6 +14,10 @@ import tensorflow as tf  # noqa: E402
 # functions on purpose. Errors still show.
 tf.get_logger().setLevel("ERROR")
 
+# Records each test's setup, body and child-process times for
+# tools/suite_time.py (tests/suite_timing.py).
+pytest_plugins = ("suite_timing",)
+
 
 @pytest.fixture
 def rng():
