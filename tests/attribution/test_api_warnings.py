@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from graph_override import attribution, frozen
-from graph_override.attribution import checks, coverage_report
+from graph_override.attribution import coverage_report
 from graph_override.errors import AttributionError
 
 W1 = np.array([[1.0, -1.0, 0.5], [-2.0, 1.0, 1.0]], np.float32)
@@ -52,7 +52,7 @@ def _caught(call):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = call()
-    return result, [w for w in caught if issubclass(w.category, checks.AttributionWarning)]
+    return result, [w for w in caught if issubclass(w.category, attribution.AttributionWarning)]
 
 
 @pytest.mark.parametrize("method, activation", [
@@ -94,9 +94,7 @@ def test_an_uncovered_op_of_a_keras_model_warns_with_the_gap():
     _, caught = _caught(lambda: attribution.deeplift(model, X, target=1,
                                                      rules=["Softsign=Identity"]))
     assert caught == []
-
-
-def test_a_covered_model_warns_nothing():
+    # A model the method covers: nothing to say either.
     _, caught = _caught(lambda: attribution.deeplift(_keras("relu"), X, target=0))
     assert caught == []
 
@@ -162,15 +160,23 @@ def test_maps_below_the_threshold_warn_and_maps_above_it_do_not():
                 caught[0].message)
 
 
-def test_zero_maps_of_a_zero_input_are_no_warning():
+def test_zero_maps_of_a_zero_input_are_no_warning_and_zero_maps_of_a_dead_net_are():
     """gradient x input of x = 0, DeepLIFT and IG of x = baseline are 0 by
-    definition, not because the model lost its signal."""
-    model = attribution.Explainer(_keras("relu"))
-    for method, options in (("gradient_input", {}), ("deeplift", {"baseline": X}),
-                            ("integrated_gradients", {"baseline": X, "steps": 2})):
-        x = np.zeros_like(X) if method == "gradient_input" else X
-        result, caught = _caught(lambda m=method, x=x, o=options: model.attribute(m, x, 0, **o))
-        assert not np.any(result.maps) and caught == [], method
+    definition, not because the model lost its signal; the same maps of a
+    network whose units are all off for X are."""
+    live, dead = attribution.Explainer(_keras("relu")), attribution.Explainer(_dead_keras())
+    cases = [(live, "gradient_input", np.zeros_like(X), {}, []),
+             (live, "deeplift", X, {"baseline": X}, []),
+             (live, "integrated_gradients", X, {"baseline": X, "steps": 2}, []),
+             (dead, "gradient_input", X, {}, [attribution.VanishingMapsWarning]),
+             (dead, "deeplift", X, {}, [attribution.VanishingMapsWarning]),
+             (dead, "integrated_gradients", X, {"steps": 2},
+              [attribution.VanishingMapsWarning])]
+    for explainer, method, x, options, warns in cases:
+        result, caught = _caught(lambda e=explainer, m=method, x=x, o=options:
+                                 e.attribute(m, x, 0, **o))
+        assert not np.any(result.maps), method
+        assert [w.category for w in caught] == warns, (method, warns)
 
 
 def test_warnings_can_be_errors():
