@@ -2,7 +2,8 @@
 kept unchanged in the shared peer_refs folder beside the repository) are
 ours with the target the attribution guide gives: its GuidedBackprop and
 Deconvnet start the backward pass from the selected output's value y_c, not
-from 1, which is the gradient of 0.5 * y_c ** 2; its Gradient starts from 1.
+from 1, which is the gradient of 0.5 * y_c ** 2; its Gradient and (on these
+one-layer models) LRPEpsilon start from 1.
 
 Each reference holds six one-layer models on a 10x10x3 input (weights,
 input, output, map); the neuron is each example's largest output
@@ -51,7 +52,8 @@ def _half_square(y):
     ("GuidedBackprop", "guided_backprop", _half_square, {}),
     ("Deconvnet", "deconvnet", _half_square, {}),
     ("Gradient", "saliency", None, {"abs": False}),
-], ids=["GuidedBackprop", "Deconvnet", "Gradient"])
+    ("LRPEpsilon", "eps_lrp", None, {}),
+], ids=["GuidedBackprop", "Deconvnet", "Gradient", "LRPEpsilon"])
 def test_innvestigate_reference_maps(analyzer, method, target, options):
     path = REFS / ("%s.hdf5" % analyzer)
     if not path.exists():
