@@ -186,7 +186,7 @@ class Explainer:
             # built once: the row count is chosen from it and the method uses it
             options = dict(options, baseline=targets.baseline_for(options.get("baseline"), x))
             rule_params["shared_reference"] = methods.one_reference(options["baseline"], x)
-        _check_rule_params(spec, rule_params)
+        rule_params = _checked_rule_params(spec, rule_params)
         method_rules = method_table.rule_strings(spec.name, **rule_params)
         if rule_params:
             try:
@@ -221,21 +221,24 @@ class Explainer:
             also_covered=covered, source=graph.source))
 
 
-def _check_rule_params(spec, rule_params):
-    """Refuses a rule parameter (epsilon) out of range in the API's terms:
+def _checked_rule_params(spec, rule_params):
+    """`rule_params` as the rules take them (a NumPy float as a Python
+    float); a parameter out of range (epsilon) is refused in the API's terms:
     the argument as the caller gave it, not the rule string it becomes."""
     estimators = {estimator for estimator, _ in spec.rules.values()}
+    checked = dict(rule_params)
     for key, value in rule_params.items():
         if key == "shared_reference":
             continue  # set by the engine
         for estimator in sorted(estimators):
             try:
-                normalize(estimator, {key: value})
+                checked[key] = normalize(estimator, {key: value})[key]
             except (TypeError, ValueError) as e:
                 why = str(e).replace("%s(%s=...)" % (estimator, key), key)
                 raise AttributionError("%s(%s=%r): %s (the default is %s=%r)" % (
                     spec.name, key, value, why, key,
                     next(iter(spec.rules.values()))[1][key])) from None
+    return checked
 
 
 def _coverage_text(report, result):

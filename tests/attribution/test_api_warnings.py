@@ -200,6 +200,14 @@ def test_an_epsilon_out_of_range_speaks_of_the_api_argument(epsilon, says):
     assert "--map" not in str(info.value) and "Relu=" not in str(info.value)
 
 
+def test_a_numpy_epsilon_is_a_number():
+    model = attribution.Explainer(_keras("relu"))
+    expected = model.attribute("eps_lrp", X, 0, epsilon=0.5).maps
+    for epsilon in (np.float32(0.5), np.float64(0.5)):
+        np.testing.assert_array_equal(
+            model.attribute("eps_lrp", X, 0, epsilon=epsilon).maps, expected)
+
+
 def _uncovered(report):
     return [(u["op"], u["count"]) for u in report.uncovered]
 
