@@ -38,6 +38,7 @@ DESCRIPTION = (
     "after it, maps that vanish (every map exactly 0, or at most 1e-12 x max(1,\n"
     "largest |output|), e.g. a model whose batch normalization statistics were\n"
     "never calibrated) are a warning too, as in the Python API.\n"
+    "\n"
     "--map OP=ACTION (the syntax of `graph-override patch`, e.g.\n"
     "Elu=mygrads:guided_elu for a gradient function of your own) sets the gradient\n"
     "of OP before the method's rules, so it wins where both select a node.\n"
