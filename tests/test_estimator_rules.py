@@ -6,11 +6,12 @@ other, the built-in names, and the refusals."""
 import itertools
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 import graph_override as go
@@ -688,7 +689,7 @@ def test_the_first_compiled_gradient_keeps_stderr_quiet_when_asked():
         "r = attribution.attribute(f, 'eps_lrp', np.ones((2, 2), 'float32'), target=0)\n"
         "print(r.maps.tolist())\n")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    run = warm_python.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=False)
     assert run.returncode == 0, run.stderr
     want = 3.0 / (3.0 + 1e-4) * np.array([[1.0, 2.0], [1.0, 2.0]])  # w[:, 0] y / (x + eps)

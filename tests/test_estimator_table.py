@@ -7,11 +7,12 @@ import inspect
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 from graph_override import _docs, _family, estimators, overrides, registry, stopgrad, tf2
@@ -195,7 +196,7 @@ def test_adding_an_estimator_is_one_record(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "src"), TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "-c", _CHECK, str(package), str(work)],
+    proc = warm_python.run([sys.executable, "-c", _CHECK, str(package), str(work)],
                           env=env, cwd=str(work), capture_output=True, text=True, timeout=600,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

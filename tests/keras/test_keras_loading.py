@@ -6,11 +6,12 @@ name, and train on after loading in a fresh process."""
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 import graph_override.keras as lq
@@ -167,7 +168,7 @@ def test_saved_model_loads_by_name_in_a_fresh_process_and_trains_on(ext, tmp_pat
     y = model(x, training=False).numpy()
     model.train_on_batch(x, t)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-c", _CHILD, path, data, out], check=True, env=env,
+    warm_python.run([sys.executable, "-c", _CHILD, path, data, out], check=True, env=env,
                    cwd=ROOT, capture_output=True)
     got = np.load(out)
     np.testing.assert_array_equal(got["y"], y)

@@ -4,7 +4,6 @@ without its package's heavy __init__ files, and a --quick run times the
 right computation. No timed assertion here."""
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -182,15 +181,11 @@ def test_render_names_the_allocator_and_compares_the_maps(bench):
 
 
 @pytest.mark.slow
-def test_quick_section_times_the_library_s_own_gradient(tmp_path):
-    """--quick --only attribution: a table per batch size; the baseline is
-    the library's plain gradient (saliency without abs) to float rounding."""
-    out = tmp_path / "report.md"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", BENCH_SALIENCY_DIR=str(tmp_path / "none"))
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick",
-                           "--only", "attribution", "--out", str(out)], cwd=str(ROOT),
-                          env=env, capture_output=True, text=True, timeout=1500, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_quick_section_times_the_library_s_own_gradient(quick_report):
+    """--quick, section 7: a table per batch size; the baseline is the
+    library's plain gradient (saliency without abs) to float rounding."""
+    status, out = quick_report
+    assert status["returncode"] == 0, status["stderr"]
     text = out.read_text()
     section = text.split("## 7. Attribution maps")[1].split("<!--")[0]
     for batch in (1, 4):
