@@ -17,6 +17,9 @@ from graph_override import testing, tf2
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "bench.py"
+# The tests that read the shared --quick run (tests/tools/conftest.py) run on
+# one worker, which makes it once.
+pytestmark = pytest.mark.xdist_group("bench_quick")
 
 
 @pytest.fixture(scope="module")

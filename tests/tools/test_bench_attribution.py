@@ -181,6 +181,7 @@ def test_render_names_the_allocator_and_compares_the_maps(bench):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("bench_quick")  # with test_bench.py's readers of the same run
 def test_quick_section_times_the_library_s_own_gradient(quick_report):
     """--quick, section 7: a table per batch size; the baseline is the
     library's plain gradient (saliency without abs) to float rounding."""
