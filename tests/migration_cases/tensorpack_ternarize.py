@@ -1,37 +1,36 @@
 """Trained ternary quantization (TTQ) as tensorpack's DoReFa-Net example
-writes it: one scope re-routes Sign to Identity and Mul to Add, and the
-ternary tensor it makes is then scaled by two learned weights.
+writes it in its ternarize(): one scope re-routes Sign to Identity and Mul to
+Add, and the ternary tensor made there is then scaled by two learned
+weights, one for the positive values and one for the negative.
 
-`w` is rebound to the scaled tensor before `w.name` labels its histogram,
-so that name is never the scope's output's: the scope converts. The product
-in the scope is written tf.multiply, the rewrite that migrate asks for when
-it lists the `*` operator there (an operator may create Mul ops the map
-re-routes, out of its sight).
+`w` is bound to the scaled tensor before `w.name` labels its histogram, so
+that name is never the scope's output's: the scope converts. The product in
+the scope is an explicit tf.multiply, the rewrite migrate asks for when it
+lists a `*` there (an operator may create Mul ops the map re-routes, out of
+its sight).
 """
 import tensorflow.compat.v1 as tf
 
 
 def ternarize(x, thresh=0.05):
-    G = tf.get_default_graph()
+    graph = tf.get_default_graph()
     shape = x.get_shape()
+    cut = tf.stop_gradient(thresh * tf.reduce_max(tf.abs(x)))
 
-    thre_x = tf.stop_gradient(tf.reduce_max(tf.abs(x)) * thresh)
+    positive = tf.get_variable("Wp", initializer=1.25, dtype=tf.float32)
+    negative = tf.get_variable("Wn", initializer=0.75, dtype=tf.float32)
+    for weight in (positive, negative):
+        tf.summary.scalar(weight.op.name + "-summary", weight)
 
-    w_p = tf.get_variable("Wp", initializer=1.25, dtype=tf.float32)
-    w_n = tf.get_variable("Wn", initializer=0.75, dtype=tf.float32)
+    ones = tf.ones(shape)
+    scale = tf.where(x > cut, positive * tf.ones(shape), ones)
+    scale = tf.where(x < -cut, negative * tf.ones(shape), scale)
+    keep = tf.where(tf.logical_and(x > -cut, x < cut), tf.zeros(shape), ones)
 
-    tf.summary.scalar(w_p.op.name + "-summary", w_p)
-    tf.summary.scalar(w_n.op.name + "-summary", w_n)
+    with graph.gradient_override_map({"Sign": "Identity", "Mul": "Add"}):
+        w = tf.multiply(tf.sign(x), tf.stop_gradient(keep))
 
-    mask = tf.ones(shape)
-    mask_p = tf.where(x > thre_x, tf.ones(shape) * w_p, mask)
-    mask_np = tf.where(x < -thre_x, tf.ones(shape) * w_n, mask_p)
-    mask_z = tf.where((x < thre_x) & (x > -thre_x), tf.zeros(shape), mask)
-
-    with G.gradient_override_map({"Sign": "Identity", "Mul": "Add"}):
-        w = tf.multiply(tf.sign(x), tf.stop_gradient(mask_z))
-
-    w = w * mask_np
+    w = w * scale
 
     tf.summary.histogram(w.name, w)
     return w
