@@ -406,3 +406,52 @@ def test_ste_tern_parameters():
     assert list(sig.parameters) == ["x", "threshold_value", "ternary_weight_networks",
                                     "clip_value", "name"]
     assert sig.parameters["ternary_weight_networks"].default is False
+
+
+class _Records(list):
+    """What TensorFlow's logger is told at WARNING and above while it is
+    attached (the suite's conftest sets it to ERROR)."""
+
+    def __init__(self):
+        super().__init__()
+        import logging  # pylint: disable=import-outside-toplevel
+        self.handler = logging.Handler(logging.WARNING)
+        self.handler.emit = self.append
+        self.logger = logging.getLogger("tensorflow")
+        self.level = None
+
+    def __enter__(self):
+        self.level = self.logger.level
+        self.logger.setLevel("WARNING")
+        self.logger.addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+
+def _required(name):
+    return {p.name: 0.5 for p in estimators.ESTIMATORS[name].params if p.required}
+
+
+@pytest.mark.parametrize("family", [tf2, stopgrad], ids=["tf2", "stopgrad"])
+def test_autograph_runs_each_estimator_as_it_is_without_a_warning(family):
+    """The functions are compiled from a template: AutoGraph, asked to convert
+    one inside a tf.function (autograph on, the default), found no source and
+    logged "WARNING:tensorflow:AutoGraph could not transform ..." (once per
+    function and process)."""
+    x = tf.constant([-1.5, -0.0, 0.0, 0.5, 2.0, 0.25])  # an even batch, as DeepLIFT takes
+
+    def every_estimator(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            ys = [getattr(family, name)(x, **_required(name))
+                  for name in _family.ESTIMATOR_FUNCTIONS]
+        return ys, tape.gradient(ys, x)
+
+    with _Records() as records:
+        ys, _ = tf.function(every_estimator)(x)
+    assert [r.getMessage() for r in records] == []
+    for name, y in zip(_family.ESTIMATOR_FUNCTIONS, ys):
+        np.testing.assert_array_equal(y.numpy(), getattr(tf2, name)(x, **_required(name)))
