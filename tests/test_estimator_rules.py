@@ -73,18 +73,26 @@ def np_derivative(op, x, y):
     }[op]()
 
 
-def np_rule(rule, op, x, y, dy, params):
-    """dx of `rule` on op `op` with input x, output y (TensorFlow's own, so
-    that only the rule is compared) and upstream dy."""
+def _guided(op, x, y, dy, params):
+    del params
+    return np.where(dy > 0, dy * np_derivative(op, x, y), x.dtype.type(0))
+
+
+def _deconv(op, x, y, dy, params):
+    del op, y, params
+    return np.where(dy > 0, dy, x.dtype.type(0))
+
+
+def _eps_lrp(op, x, y, dy, params):
+    del op
     t = x.dtype.type
-    if rule == "guided_relu":
-        return np.where(dy > 0, dy * np_derivative(op, x, y), t(0))
-    if rule == "deconv_relu":
-        return np.where(dy > 0, dy, t(0))
-    if rule == "eps_lrp":
-        with np.errstate(all="ignore"):
-            g = y / (x + t(params["epsilon"]) * np.where(x >= 0, t(1), t(-1)))
-        return dy * np.where(np.isfinite(g), g, t(0))
+    with np.errstate(all="ignore"):
+        g = y / (x + t(params["epsilon"]) * np.where(x >= 0, t(1), t(-1)))
+    return dy * np.where(np.isfinite(g), g, t(0))
+
+
+def _deeplift(op, x, y, dy, params):
+    t = x.dtype.type
     n = x.shape[0] // 2
     dx_, dy_ = x[:n] - x[n:], y[:n] - y[n:]
     big = (np.abs(dx_) >= t(params.get("threshold", 1e-10))) & (dx_ != 0)
@@ -92,6 +100,27 @@ def np_rule(rule, op, x, y, dy, params):
         m = np.where(big, dy_ / np.where(big, dx_, t(1)), np_derivative(op, x[:n], y[:n]))
     m = np.where(np.isfinite(m), m, t(0))
     return dy * np.concatenate([m, m])
+
+
+# One numpy reference per attribution rule of the estimator table: a new rule
+# fails test_every_rule_has_a_numpy_reference_and_cases until it has one.
+NP_RULES = {"guided_relu": _guided, "deconv_relu": _deconv, "eps_lrp": _eps_lrp,
+            "deeplift_rescale": _deeplift}
+
+
+def np_rule(rule, op, x, y, dy, params):
+    """dx of `rule` on op `op` with input x, output y (TensorFlow's own, so
+    that only the rule is compared) and upstream dy."""
+    return NP_RULES[rule](op, x, y, dy, params)
+
+
+def test_every_rule_has_a_numpy_reference_and_cases():
+    """Every attribution rule of the estimator table has a reference here,
+    and a case for each op type it covers."""
+    table = {name: spec.op_types for name, spec in go.estimators.ESTIMATORS.items()
+             if spec.op_types}
+    assert set(NP_RULES) == set(table)
+    assert set(CASES) == {(rule, op) for rule, ops in table.items() for op in ops}
 
 
 def _family_fn(family, rule, op, params):
