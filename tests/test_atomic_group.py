@@ -10,6 +10,11 @@ import pytest
 from graph_override import _atomic, _atomic_group, errors
 from graph_override._atomic_group import write_all
 
+# The same on every TensorFlow release by construction (it writes groups of files;
+# no TensorFlow or Keras code runs):
+# compat/run.sh runs it under the newest release only.
+pytestmark = pytest.mark.release_independent
+
 _real_write = _atomic.atomic_write
 
 

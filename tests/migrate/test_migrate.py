@@ -12,6 +12,11 @@ from graph_override import cli, migrate
 from graph_override.migrate import tables as _migrate_tables
 from graph_override.migrate import SourceError, migrate_source
 
+# The same on every TensorFlow release by construction (it rewrites source text (libcst);
+# no TensorFlow or Keras code runs):
+# compat/run.sh runs it under the newest release only.
+pytestmark = pytest.mark.release_independent
+
 CASES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), os.pardir,
                                       "migration_cases", "*.py")))
 CASES = [c for c in CASES if not c.endswith("conftest.py")]
