@@ -90,7 +90,7 @@ def table(cases, wall=None, top=25):
         lines.append(_row(folder, len(group), sum(c.seconds for c in group), total))
     lines += ["", "| kind of work | tests | seconds | share |", "|---|---|---|---|"]
     kinds = [
-        ("fixture setup (models built, frozen or trained)", lambda c: c.setup, lambda c: c.setup > 0.5),
+        ("fixture setup (models built, frozen or trained)", lambda c: c.setup, lambda c: c.setup > 0),
         ("child processes, CPU (fresh interpreters, scripts)", lambda c: c.child, lambda c: c.child > 0),
         ("tests marked slow", lambda c: c.seconds, lambda c: "slow" in c.kinds),
         ("hypothesis examples", lambda c: c.seconds, lambda c: "hypothesis" in c.kinds),
