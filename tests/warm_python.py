@@ -47,6 +47,10 @@ _START_UP = ("PYTHONHASHSEED", "PYTHONOPTIMIZE", "PYTHONDONTWRITEBYTECODE",
              "PYTHONWARNINGS", "PYTHONDEVMODE", "PYTHONSAFEPATH", "PYTHONUNBUFFERED",
              "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONMALLOC", "PYTHONFAULTHANDLER")
 
+# TensorFlow variables read when they are used, not at import: a child
+# forked after `import tensorflow` sees them as a new interpreter does.
+_READ_LATER = ("TF_CONFIG",)
+
 _LAUNCHER = '''#!{python} -S
 # A launcher of tests/warm_python.py: asks the server at {socket!r} to fork a
 # child that runs this command, or runs the real program.
@@ -105,7 +109,8 @@ def _shadows(folder, preloaded):
 def _runnable(program, argv, env, own_env, preloaded):
     """Whether a forked child runs this command as a new interpreter would."""
     for name in set(env) | set(own_env):
-        if (name in _START_UP or name.startswith("TF_")) and env.get(name) != own_env.get(name):
+        start_up = name in _START_UP or (name.startswith("TF_") and name not in _READ_LATER)
+        if start_up and env.get(name) != own_env.get(name):
             return False
     own = _entries(own_env)
     if any(_shadows(p, preloaded) for p in _entries(env) if p not in own):
@@ -322,13 +327,24 @@ def shims():
     return _get().bin
 
 
-def run(argv, **kwargs):
-    """subprocess.run(argv, **kwargs), through the server when argv[0] is
-    this interpreter (sys.executable)."""
+def _through_server(argv):
     argv = list(argv)
     if argv and argv[0] == sys.executable:
         argv[0] = str(shims() / "python")
-    return subprocess.run(argv, **kwargs)  # pylint: disable=subprocess-run-check
+    return argv
+
+
+def run(argv, **kwargs):
+    """subprocess.run(argv, **kwargs), through the server when argv[0] is
+    this interpreter (sys.executable)."""
+    return subprocess.run(_through_server(argv), **kwargs)  # pylint: disable=subprocess-run-check
+
+
+def popen(argv, **kwargs):
+    """subprocess.Popen(argv, **kwargs), likewise. Signals sent to it reach
+    the launcher, not the forked child: a test that kills or interrupts the
+    program uses subprocess.Popen."""
+    return subprocess.Popen(_through_server(argv), **kwargs)  # pylint: disable=consider-using-with
 
 
 

@@ -82,8 +82,8 @@ def test_mirrored_strategy_gives_one_devices_weights(tmp_path):
     weights = []
     for devices in (1, 2):
         out = str(tmp_path / ("w%d.npz" % devices))
-        subprocess.run([sys.executable, "-c", _FIT, str(devices), out], check=True, env=env,
-                       cwd=ROOT, capture_output=True)
+        run([sys.executable, "-c", _FIT, str(devices), out], check=True, env=env,
+            cwd=ROOT, capture_output=True)
         weights.append(np.load(out))
     one, two = weights
     assert len(one.files) == len(two.files) == 8
@@ -196,6 +196,21 @@ np.savez(out, **{"w%d" % i: w for i, w in enumerate(model.get_weights())},
 KERAS_3 = hasattr(tf.keras, "ops")
 
 
+def run(*args, **kwargs):
+    """tests/warm_python.run: the worker processes start forked from a process
+    that has imported TensorFlow. (Imported here, not at the top: the workers
+    import this module for its model builders, without the tests' folder on
+    their path.)"""
+    import warm_python  # pylint: disable=import-outside-toplevel
+    return warm_python.run(*args, **kwargs)
+
+
+def popen(*args, **kwargs):
+    """tests/warm_python.popen, likewise."""
+    import warm_python  # pylint: disable=import-outside-toplevel
+    return warm_python.popen(*args, **kwargs)
+
+
 def _free_port():
     import socket  # pylint: disable=import-outside-toplevel
     with socket.socket() as s:
@@ -208,7 +223,7 @@ def _two_workers(tmp_path, how):
     import json  # pylint: disable=import-outside-toplevel
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cluster = {"worker": ["localhost:%d" % _free_port() for _ in range(2)]}
-    workers = [subprocess.Popen(
+    workers = [popen(
         [sys.executable, "-c", _WORKER, "2", how, str(tmp_path / ("worker%d.npz" % i))],
         env=dict(env, TF_CONFIG=json.dumps({"cluster": cluster,
                                             "task": {"type": "worker", "index": i}})),
@@ -228,8 +243,8 @@ def test_multi_worker_mirrored_strategy_gives_one_devices_weights(how, tmp_path)
     for code, out in zip(codes, outputs):
         assert code == 0, out[-3000:]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-c", _WORKER, "1", how, str(tmp_path / "one.npz")],
-                   check=True, env=env, cwd=ROOT, capture_output=True)
+    run([sys.executable, "-c", _WORKER, "1", how, str(tmp_path / "one.npz")],
+        check=True, env=env, cwd=ROOT, capture_output=True)
     one, first, second = (np.load(str(tmp_path / n))
                           for n in ("one.npz", "worker0.npz", "worker1.npz"))
     for i in range(4):
