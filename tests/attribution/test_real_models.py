@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # each model: freezing and one graph per rule set
 
 SIZE = 32
 METHODS = {"guided_backprop": {}, "eps_lrp": {}, "deeplift": {},
-           "integrated_gradients": {"steps": 16}}
+           "integrated_gradients": {"steps": 8}}
 # Both forms freeze the same Keras graph and run it the same way; float
 # rounding is all that may differ.
 RTOL = 1e-5
