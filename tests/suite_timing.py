@@ -10,10 +10,15 @@ beside the test (and tools/suite_time.py sums up):
               interpreter, a script run as a user runs it, a worker of a
               cluster;
 and `kinds`, the test's markers that say what kind of work it does (slow,
-hypothesis, subprocess, release_independent). Recording costs two clock reads and two
+hypothesis, subprocess, release_independent); `worker` and `seq`, which
+worker ran it and when (pytest-xdist's name, a count), and `peak_rss_mb`, the
+worker's peak memory (resident set) after it, so that the tool can say which
+tests raised a worker's peak. Recording costs two clock reads and two
 getrusage calls per phase.
 """
 
+import itertools
+import os
 import time
 
 import pytest
@@ -25,6 +30,7 @@ except ImportError:  # Windows: no child accounting; the figure stays 0
 
 
 _KINDS = ("slow", "subprocess", "release_independent")
+_SEQ = itertools.count()
 
 
 def _children_cpu():
@@ -67,5 +73,10 @@ def pytest_runtest_makereport(item, call):
         if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
             kinds.append("hypothesis")
         report.user_properties.append(("kinds", ",".join(sorted(set(kinds)))))
+        report.user_properties.append(("worker", os.environ.get("PYTEST_XDIST_WORKER", "")))
+        report.user_properties.append(("seq", str(next(_SEQ))))
+        if resource is not None:  # ru_maxrss: kilobytes on Linux
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+            report.user_properties.append(("peak_rss_mb", "%.0f" % peak))
         for key, value in sorted(getattr(item, "_suite_timing", {}).items()):
             report.user_properties.append((key, "%.3f" % value))

@@ -28,9 +28,11 @@ import xml.etree.ElementTree as ET
 _PROPERTIES = ("setup_s", "call_s", "teardown_s", "child_cpu_s")
 
 
-class Case(collections.namedtuple("Case", "node seconds setup call child kinds")):
+class Case(collections.namedtuple("Case", "node seconds setup call child kinds worker seq peak")):
     """One test: its node id, wall seconds in all, in setup and in its body,
-    CPU seconds of its child processes, and its kinds (markers)."""
+    CPU seconds of its child processes, its kinds (markers), the worker that
+    ran it, its place in that worker's run, and the worker's peak memory (MB)
+    after it."""
 
     @property
     def folder(self):
@@ -68,13 +70,35 @@ def read(path):
             kinds = tuple(k for k in (props.get("kinds") or "").split(",") if k)
             cases.append(Case(_node_id(testcase), float(testcase.get("time") or 0.0),
                               number["setup_s"], number["call_s"], number["child_cpu_s"],
-                              kinds))
+                              kinds, props.get("worker") or "",
+                              int(props.get("seq") or 0), float(props.get("peak_rss_mb") or 0.0)))
     return cases, wall
 
 
 def _row(label, count, seconds, total):
     share = 100.0 * seconds / total if total else 0.0
     return "| %s | %d | %.0f | %.0f %% |" % (label, count, seconds, share)
+
+
+def _memory(cases):
+    """Each worker's peak memory, and the tests that raised it most."""
+    by_worker = collections.defaultdict(list)
+    for case in cases:
+        if case.peak:
+            by_worker[case.worker].append(case)
+    if not by_worker:
+        return []
+    lines = ["", "Peak memory (resident set) of each worker, and the tests that raised it most:", ""]
+    for worker, group in sorted(by_worker.items()):
+        group.sort(key=lambda c: c.seq)
+        rises, before = [], 0.0
+        for case in group:
+            rises.append((case.peak - before, case))
+            before = max(before, case.peak)
+        top = sorted(rises, key=lambda r: -r[0])[:3]
+        lines.append("- %s: %.0f MB; %s" % (worker or "this process", before, "; ".join(
+            "+%.0f MB `%s`" % (rise, case.node) for rise, case in top if rise > 0)))
+    return lines
 
 
 def table(cases, wall=None, top=25):
@@ -101,6 +125,7 @@ def table(cases, wall=None, top=25):
     for label, amount, selected in kinds:
         group = [c for c in cases if selected(c)]
         lines.append(_row(label, len(group), sum(amount(c) for c in group), total))
+    lines += _memory(cases)
     lines += ["", "The %d slowest tests (seconds: all, setup, body, children's CPU):" % top, ""]
     for case in sorted(cases, key=lambda c: -c.seconds)[:top]:
         lines.append("- %.1f (%.1f, %.1f, %.1f) `%s`" % (case.seconds, case.setup, case.call,

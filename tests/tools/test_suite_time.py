@@ -9,13 +9,17 @@ REPORT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="0" skipped="0" tests="4" time="30.0">
 <testcase classname="tests.docs.test_doc_pages" name="test_page[frozen.md]" time="12.0">
  <properties><property name="call_s" value="11.5"/><property name="child_cpu_s" value="9.0"/>
- <property name="kinds" value="slow"/><property name="setup_s" value="0.5"/></properties></testcase>
+ <property name="kinds" value="slow"/><property name="setup_s" value="0.5"/>
+ <property name="worker" value="gw1"/><property name="seq" value="0"/>
+ <property name="peak_rss_mb" value="700"/></properties></testcase>
 <testcase classname="tests.test_registry" name="test_lock" time="2.0">
  <properties><property name="call_s" value="2.0"/><property name="kinds" value=""/>
- <property name="setup_s" value="0.0"/></properties></testcase>
+ <property name="setup_s" value="0.0"/><property name="worker" value="gw0"/>
+ <property name="seq" value="1"/><property name="peak_rss_mb" value="2000"/></properties></testcase>
 <testcase classname="tests.keras.test_keras_training" name="test_mirrored_strategy_gives_one_devices_weights" time="6.0">
  <properties><property name="setup_s" value="4.0"/><property name="call_s" value="2.0"/>
- <property name="kinds" value="hypothesis"/></properties></testcase>
+ <property name="kinds" value="hypothesis"/><property name="worker" value="gw0"/>
+ <property name="seq" value="0"/><property name="peak_rss_mb" value="900"/></properties></testcase>
 <testcase classname="tests.test_atomic" name="test_zero" time="0.0"/>
 </testsuite></testsuites>
 """
@@ -48,6 +52,11 @@ def test_sums_by_folder_and_kind_and_lists_the_slowest(suite_time, tmp_path, mon
     assert "| tests marked slow | 1 | 12 | 60 % |" in text
     assert "| hypothesis examples | 1 | 6 | 30 % |" in text
     assert "| distribution strategies and clusters | 1 | 6 | 30 % |" in text
+    # Each worker's peak, and the tests that raised it in the order they ran.
+    assert ("- gw0: 2000 MB; +1100 MB `tests/test_registry.py::test_lock`; +900 MB "
+            "`tests/keras/test_keras_training.py::test_mirrored_strategy_gives_one_devices_weights`"
+            in text)
+    assert "- gw1: 700 MB; +700 MB `tests/docs/test_doc_pages.py::test_page[frozen.md]`" in text
     slowest = text.split("The 2 slowest tests")[1].splitlines()[2:]
     assert slowest == ["- 12.0 (0.5, 11.5, 9.0) `tests/docs/test_doc_pages.py::test_page[frozen.md]`",
                        "- 6.0 (4.0, 2.0, 0.0) `tests/keras/test_keras_training.py::"
