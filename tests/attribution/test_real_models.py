@@ -11,6 +11,8 @@ calibrated on random inputs so that activations keep their scale (with the
 raw weights=None statistics MobileNetV2's logits are about 1e-11).
 """
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -30,25 +32,36 @@ RTOL = 1e-5
 @pytest.fixture(scope="module", params=[("MobileNetV2", {"alpha": 0.35}), ("ResNet50", {})],
                 ids=["mobilenet_v2", "resnet50"])
 def real(request, load_tool):
-    """The model's name, the Explainers of the Keras model and of its frozen
-    .pb, the GraphDef, 2 examples x, and `maps(method)` for both forms."""
+    """The model's name, the GraphDef, 2 examples x, `maps(method)` for the
+    Keras model and its frozen .pb, and `saliency(x, targets)` of the .pb."""
     bench = load_tool("bench_attribution")
     name, kwargs = request.param
     model = bench.keras_application(name, SIZE, classes=10, **kwargs)
     graph_def, input_name, output_name = bench.freeze(model, SIZE)
     x = np.random.RandomState(2).uniform(-1, 1, (2, SIZE, SIZE, 3)).astype(np.float32)
-    keras = attribution.Explainer(model)
-    frozen = attribution.Explainer(graph_def, inputs=input_name, outputs=output_name)
     done = {}
 
+    def frozen():
+        return attribution.Explainer(graph_def, inputs=input_name, outputs=output_name)
+
     def maps(method):
-        """(from the Keras model, from the frozen .pb), computed once."""
+        """(from the Keras model, from the frozen .pb), computed once. Each
+        method gets Explainers of its own, dropped after: an Explainer keeps
+        each method's patched graph and function, about a gigabyte per method
+        of ResNet50, and the worker's memory would hold them all."""
         if method not in done:
-            done[method] = (keras.attribute(method, x, None, **METHODS[method]),
-                            frozen.attribute(method, x, None, **METHODS[method]))
+            done[method] = (attribution.Explainer(model).attribute(method, x, None,
+                                                                   **METHODS[method]),
+                            frozen().attribute(method, x, None, **METHODS[method]))
+            gc.collect()
         return done[method]
-    return dict(name=name, keras=keras, frozen=frozen, graph_def=graph_def, x=x,
-                input=input_name, output=output_name, maps=maps)
+
+    def saliency(inputs, targets, **options):
+        result = frozen().attribute("saliency", inputs, targets, **options)
+        gc.collect()
+        return result
+    return dict(name=name, graph_def=graph_def, x=x, input=input_name, output=output_name,
+                maps=maps, saliency=saliency)
 
 
 @pytest.mark.parametrize("method", list(METHODS))
@@ -66,7 +79,7 @@ def test_the_rules_reach_the_activations(real, method):
     patched every activation, Relu6 included. On ResNet50, a ReLU network,
     epsilon-LRP is gradient x input up to epsilon (Ancona et al., ICLR 2018):
     it differs only where 0 < x is of the order of epsilon."""
-    plain = real["frozen"].attribute("saliency", real["x"], None, abs=False).maps
+    plain = real["saliency"](real["x"], None, abs=False).maps
     if method != "guided_backprop":
         plain = plain * real["x"]
     got = real["maps"](method)[1].maps
@@ -88,7 +101,7 @@ def test_deeplift_sums_to_the_output_difference(real):
     MaxPool keeps its gradient (as in DeepExplain; Captum and SHAP use a
     rescale rule there), so it holds only up to what the pool's argmax moves."""
     result = real["maps"]("deeplift")[1]
-    zero = real["frozen"].attribute("saliency", np.zeros_like(real["x"]), result.targets)
+    zero = real["saliency"](np.zeros_like(real["x"]), result.targets)
     rows = np.arange(len(result.targets))
     difference = (result.outputs[rows, result.targets].astype(np.float64)
                   - zero.outputs[rows, result.targets])
