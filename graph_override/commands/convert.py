@@ -63,7 +63,8 @@ def _trainable(text):
 
 
 def run(args):
-    from graph_override import _atomic_dir, frozen  # pylint: disable=import-outside-toplevel
+    from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    from graph_override._files import atomic_dir  # pylint: disable=import-outside-toplevel
     from graph_override.errors import (ConversionError,  # pylint: disable=import-outside-toplevel
                                        UnknownOpTypeError)
     from graph_override.frozen.tf2 import save as function_save  # pylint: disable=import-outside-toplevel
@@ -87,7 +88,7 @@ def run(args):
         return 1
     out = os.path.abspath(args.output)
     if os.path.isdir(os.path.dirname(out)):  # what a killed convert left
-        for note in _atomic_dir.recover(out):
+        for note in atomic_dir.recover(out):
             print("graph-override convert: %s" % note, file=sys.stderr)
     try:
         # Fail on an unwritable DIR before doing the work.

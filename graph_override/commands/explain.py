@@ -124,7 +124,7 @@ def _same(a, b):
 def _check_model(path):
     """None, or why MODEL cannot be read (its content is read with
     TensorFlow's protobuf classes, later)."""
-    from graph_override._atomic import file_kind  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic import file_kind  # pylint: disable=import-outside-toplevel
     try:
         mode = os.stat(path).st_mode
     except OSError as e:
@@ -140,7 +140,7 @@ def _check_model(path):
 
 def _check_outputs(args):
     """None, or why OUT / PNG cannot be written (before any work)."""
-    from graph_override._atomic import refuse_special  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic import refuse_special  # pylint: disable=import-outside-toplevel
     from graph_override.errors import SpecialFileError  # pylint: disable=import-outside-toplevel
     outs = [("-o", args.output)] + ([("--png", args.png)] if args.png else [])
     if args.png and _same(args.output, args.png):
@@ -169,7 +169,7 @@ def _check_outputs(args):
 def _array(path, what):
     """The array in the .npy file `path`; AttributionError for anything else."""
     import numpy as np  # pylint: disable=import-outside-toplevel
-    from graph_override._atomic import file_kind  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic import file_kind  # pylint: disable=import-outside-toplevel
     from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
     try:
         if os.path.exists(path) and not os.path.isfile(path):  # np.load would wait on a FIFO
@@ -269,9 +269,9 @@ def _picture_bytes(args, x, result, method):
 
 
 def _write(args, maps, picture):
-    """Writes the maps and the picture, both or neither (`_atomic_group`);
+    """Writes the maps and the picture, both or neither (`_files.atomic_group`);
     None, or why they could not be written."""
-    from graph_override._atomic_group import write_all  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic_group import write_all  # pylint: disable=import-outside-toplevel
     files = [("-o", args.output, maps)] + ([("--png", args.png, picture)] if args.png else [])
     try:
         write_all([(path, data) for _, path, data in files], replace=args.force,

@@ -37,8 +37,8 @@ from graph_override.migrate import analysis as _analysis
 from graph_override.migrate import limits as _limits
 from graph_override.migrate import rewrite as _migrate_rewrite
 from graph_override.migrate.sources import as_paths, iter_python_files, read_source
-from graph_override._atomic import atomic_write
-from graph_override._read import read_regular_file
+from graph_override._files.atomic import atomic_write
+from graph_override._files.read import read_regular_file
 from graph_override.errors import SourceError
 
 __all__ = [

@@ -18,7 +18,7 @@ other shapes. Everything else is refused:
 clip_gradient (its gradient is not linear in dy, so no stop_gradient form
 exists) and names registered in this process only.
 
-The directory is written atomically (`graph_override._atomic_dir`): into a
+The directory is written atomically (`graph_override._files.atomic_dir`): into a
 hidden temporary sibling folder, loaded back and checked (its gradient is
 built, as plain TensorFlow would, where the graph keeps gradient names), then
 renamed into place; an existing SavedModel is replaced only with
@@ -35,7 +35,8 @@ import warnings
 
 import tensorflow as tf
 
-from graph_override import _atomic_dir, _compat, builtin_names
+from graph_override import _compat, builtin_names
+from graph_override._files import atomic_dir
 from graph_override.errors import ConversionError, RuleError
 from graph_override.frozen.patching.engine import make_portable
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
@@ -258,7 +259,7 @@ def save(frozen_fn, path, *, overwrite=False):
     """
     path = os.path.abspath(os.fspath(path))
     if os.path.isdir(os.path.dirname(path)):
-        for note in _atomic_dir.recover(path):
+        for note in atomic_dir.recover(path):
             warnings.warn(note, RuntimeWarning, stacklevel=2)
     try:
         check_target(path, overwrite)
@@ -267,7 +268,7 @@ def save(frozen_fn, path, *, overwrite=False):
     graph_def = portable_graph_def(frozen_fn.graph_def, frozen_fn.source)
     module = _Serving(frozen_fn, graph_def)
     try:
-        tmp = _atomic_dir.make_temporary(path)
+        tmp = atomic_dir.make_temporary(path)
     except OSError as e:
         raise _write_error(path, "", e) from None
     try:
@@ -291,7 +292,7 @@ def save(frozen_fn, path, *, overwrite=False):
             raise _target_error(str(e)) from None
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700
         try:
-            _atomic_dir.replace(tmp, path, overwrite)
+            atomic_dir.replace(tmp, path, overwrite)
         except FileExistsError:
             raise _target_error(
                 "%s: appeared while the SavedModel was being written (another process "
