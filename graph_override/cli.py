@@ -20,8 +20,8 @@ import os
 import pkgutil
 import sys
 
-from graph_override._stderr import native_stderr_silenced
-from graph_override._terminal import EscapingStream
+from graph_override._console.stderr import native_stderr_silenced
+from graph_override._console.terminal import EscapingStream
 
 __all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE",
            "WITHOUT_TENSORFLOW", "import_tensorflow_quietly", "main", "version"]

@@ -14,7 +14,8 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
-from graph_override import _compat, _stderr
+from graph_override import _compat
+from graph_override._console import stderr
 from graph_override.errors import RuleError
 from graph_override.estimators.ops import const
 
@@ -284,9 +285,9 @@ def _start_xla_quietly():
     silenced where TF_CPP_MIN_LOG_LEVEL asks for quiet: XLA's first
     compilation in a process writes "Compiled cluster using XLA!" (and absl's
     pre-initialization notice) from native code, past that setting
-    (`graph_override._stderr`). Where it fails, the rules keep separate ops."""
+    (`graph_override._console.stderr`). Where it fails, the rules keep separate ops."""
     if not hasattr(_start_xla_quietly, "works"):
-        quiet = (_stderr.native_stderr_silenced() if _stderr.quiet_requested()
+        quiet = (stderr.native_stderr_silenced() if stderr.quiet_requested()
                  else contextlib.nullcontext())
         try:
             with _compat.eager_scope(), quiet:

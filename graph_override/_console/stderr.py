@@ -31,7 +31,7 @@ def native_stderr_silenced():
 
     Example:
       >>> import os
-      >>> from graph_override._stderr import native_stderr_silenced
+      >>> from graph_override._console.stderr import native_stderr_silenced
       >>> with native_stderr_silenced():
       ...     _ = os.write(2, b"not shown")
     """
