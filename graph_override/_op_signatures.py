@@ -29,10 +29,10 @@ def outside_reason(op_def):
     words ("reads or writes files (input 'filename')"), or None.
 
     Example:
-      >>> from graph_override import _compat
-      >>> outside_reason(_compat.op_def("ReadFile"))
+      >>> from graph_override._tensorflow import compat
+      >>> outside_reason(compat.op_def("ReadFile"))
       "reads or writes files (input 'filename')"
-      >>> outside_reason(_compat.op_def("Sign")) is None
+      >>> outside_reason(compat.op_def("Sign")) is None
       True
     """
     for pattern, what in ((_NETWORK_ARG, "reaches the network or a database (%s %r)"),

@@ -25,7 +25,7 @@ import functools
 import tensorflow as tf
 
 from graph_override import _keras, _tracing, registry
-from graph_override._contract import check_gradients
+from graph_override._tensorflow.contract import check_gradients
 from graph_override.errors import GradientContractError
 
 __all__ = ["LegacyOp", "OpWithGradient", "op_with_gradient"]

@@ -183,9 +183,9 @@ def test_every_allowed_raw_op_is_stateless_and_self_contained():
     allowed = [n for n in dir(tf.raw_ops) if _allowed.pure_raw_op(n)]
     assert 300 < len(allowed) < len(dir(tf.raw_ops))
     from graph_override.frozen import RISKY_OPS  # pylint: disable=import-outside-toplevel
-    from graph_override import _compat  # pylint: disable=import-outside-toplevel
+    from graph_override._tensorflow import compat  # pylint: disable=import-outside-toplevel
     for name in allowed:
-        op_def = _compat.op_def(name)
+        op_def = compat.op_def(name)
         assert not op_def.is_stateful, name
         assert name not in RISKY_OPS, name
         assert not any(a.type in ("func", "list(func)") for a in op_def.attr), name

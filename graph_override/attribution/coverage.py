@@ -45,7 +45,7 @@ import dataclasses
 
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _compat
+from graph_override._tensorflow import compat
 from graph_override.attribution import rules as rules_lib
 from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.functions import (CALL_OPS, CONTROL_FLOW_OPS,
@@ -216,7 +216,7 @@ def _reason(node, spec, failure):
                 "Freeze the model in inference mode (training=False)")
     if node.op in rules_lib.LINEAR_OPS or not spec.rules:
         return None
-    if not _compat.is_op_type(node.op):
+    if not compat.is_op_type(node.op):
         return ("unknown op type (a custom op): not registered in this TensorFlow; "
                 "load its library (tf.load_op_library) to run the model")
     return ("not linear and no rule of %s covers it: its own gradient is used there "

@@ -14,7 +14,7 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
-from graph_override import _compat
+from graph_override._tensorflow import compat
 from graph_override._console import stderr
 from graph_override.errors import RuleError
 from graph_override.estimators.ops import const
@@ -290,7 +290,7 @@ def _start_xla_quietly():
         quiet = (stderr.native_stderr_silenced() if stderr.quiet_requested()
                  else contextlib.nullcontext())
         try:
-            with _compat.eager_scope(), quiet:
+            with compat.eager_scope(), quiet:
                 tf.function(lambda t: t + 1.0, jit_compile=True)(tf.zeros([1]))
             _start_xla_quietly.works = True
         except (tf.errors.OpError, ValueError, NotImplementedError):
@@ -305,7 +305,7 @@ def fused_gradient(spec, x, dy, params, y, plain):
     if (not FUSE or spec.name not in _FUSED_RULES or tf.executing_eagerly()
             or x.dtype.base_dtype not in _FUSED_DTYPES or dy.dtype != x.dtype
             or (spec.name, params["activation"]) in _UNFUSED or _gpus()
-            or _compat.in_v1_control_flow(x) or not _start_xla_quietly()):
+            or compat.in_v1_control_flow(x) or not _start_xla_quietly()):
         return None
     key = (spec.name, tuple(sorted(params.items())))
     function = _fused_functions.get(key)

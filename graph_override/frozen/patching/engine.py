@@ -18,7 +18,8 @@ import dataclasses
 
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _compat, builtin_names, estimators
+from graph_override import builtin_names, estimators
+from graph_override._tensorflow import compat
 from graph_override.frozen.graphdef.views import (GRADIENT_ATTR, View, gradient_attr,
                                                   node_list, nodes_by_gradient)
 from graph_override.frozen.inspection.inspector import v1_loops
@@ -109,7 +110,7 @@ def _select(graph, rules, what, portable, allow_replace, on_no_match):
 def _check_portable_rules(rules):
     for rule in rules:
         if rule.gradient is not None and not (  # TensorFlow's own resolve anywhere
-                _compat.is_op_type(rule.gradient) and _compat.has_gradient_entry(rule.gradient)):
+                compat.is_op_type(rule.gradient) and compat.has_gradient_entry(rule.gradient)):
             raise RuleError(
                 "make_portable: rule %s sets the registered name %r, which "
                 "plain TensorFlow cannot resolve in a new process; use a "
@@ -244,7 +245,7 @@ def _non_portable_names(graph_def):
             % (node_list(nodes), name)
             for name, nodes in nodes_by_gradient(graph_def).items()
             if builtin_names.parse_builtin_name(name) is not None
-            or not _compat.has_gradient_entry(name)]
+            or not compat.has_gradient_entry(name)]
 
 
 def _message(graph_def, rules, what, **kwargs):

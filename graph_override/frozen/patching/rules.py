@@ -8,7 +8,8 @@ import itertools
 import re
 import warnings
 
-from graph_override import _compat, builtin_names, estimators, registry, user_functions
+from graph_override import builtin_names, estimators, registry, user_functions
+from graph_override._tensorflow import compat
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, gradient_attr
 from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError,
                                    UnknownOpTypeError)
@@ -53,8 +54,8 @@ class Rule:
         if actions != 1:
             raise RuleError("a rule needs exactly one action: estimator=..., "
                             "gradient=... or remove=True; got %d" % actions)
-        if self.op_type is not None and not _compat.is_op_type(self.op_type):
-            hints = _compat.op_type_suggestions(self.op_type)
+        if self.op_type is not None and not compat.is_op_type(self.op_type):
+            hints = compat.op_type_suggestions(self.op_type)
             raise UnknownOpTypeError(
                 "rule selects op type %r, which TensorFlow does not know.%s" % (
                     self.op_type, (" Did you mean %s?" % " or ".join(

@@ -21,7 +21,8 @@ import functools
 
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from graph_override import _compat, estimators, registry
+from graph_override import estimators, registry
+from graph_override._tensorflow import compat
 from graph_override.errors import RuleError
 from graph_override.frozen.graphdef import wire
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR
@@ -42,7 +43,7 @@ def data_inputs(node):
 def takes_inputs(op_type):
     """True if every node of `op_type` has a data input (its OpDef has a
     single-tensor input argument), so nodes need no check one by one."""
-    op_def = _compat.op_def(op_type)
+    op_def = compat.op_def(op_type)
     return op_def is not None and any(
         not (a.number_attr or a.type_list_attr) for a in op_def.input_arg)
 

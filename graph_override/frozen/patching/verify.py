@@ -17,7 +17,8 @@ import functools
 
 import tensorflow as tf
 
-from graph_override import _compat, estimators
+from graph_override import estimators
+from graph_override._tensorflow import compat
 from graph_override.errors import RuleError
 
 __all__ = ["IDENTITY_OPS", "check_fits", "check_fits_node", "check_function_shapes",
@@ -69,7 +70,7 @@ def _arg_types(node, args):
 def output_dtypes(node):
     """(dtype enum of input 0, dtype enum of output 0) from the OpDef, None
     for either that the OpDef and attrs do not fix."""
-    op_def = _compat.op_def(node.op)
+    op_def = compat.op_def(node.op)
     if op_def is None or not op_def.input_arg or not op_def.output_arg:
         return None, None
     return (_arg_types(node, op_def.input_arg[:1])[0],
@@ -129,7 +130,7 @@ def _replace_error(what, rule, name, op):
 def _same_dtype_by_def(op_type):
     """True if the OpDef fixes output 0 to input 0's dtype (same type attr
     or same fixed type), so no node of `op_type` needs a dtype check."""
-    op_def = _compat.op_def(op_type)
+    op_def = compat.op_def(op_type)
     if op_def is None or not op_def.input_arg or not op_def.output_arg:
         return True  # unknown here: nothing to compare
     a, b = op_def.input_arg[0], op_def.output_arg[0]
@@ -161,7 +162,7 @@ def check_function_shapes(graph_def, fname, named, what):
     library = {f.signature.name: f for f in graph_def.library.function}
     with tf.Graph().as_default():
         try:
-            graph = _compat.function_def_to_graph(library[fname])
+            graph = compat.function_def_to_graph(library[fname])
         except _NOT_IMPORTABLE:
             return
         for name, rule in named:
@@ -282,7 +283,7 @@ def check_imports(graph_def, what, functions=()):
         library = {f.signature.name: f for f in graph_def.library.function}
         for name in functions:
             with tf.Graph().as_default():
-                _compat.function_def_to_graph(library[name])
+                compat.function_def_to_graph(library[name])
     except _NOT_IMPORTABLE as e:
         raise RuleError(
             "%s: the rewritten graph does not import into TensorFlow (%s); "

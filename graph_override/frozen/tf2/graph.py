@@ -15,7 +15,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from graph_override import _compat, registry, user_functions
+from graph_override import registry, user_functions
+from graph_override._tensorflow import compat
 from graph_override.errors import ConversionError, UnknownGradientError
 from graph_override.frozen.graphdef.consts import check_claim
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, ancestors, node_list
@@ -79,7 +80,7 @@ def check_names(graph_def, names, what, source):
                 "[n.name for n in graph_def.node]." % (
                     source, what, name, base, (" Did you mean %s?" % ", ".join(
                         repr(h + ":0") for h in hints)) if hints else ""))
-        op_def = _compat.op_def(nodes[base].op)
+        op_def = compat.op_def(nodes[base].op)
         index = int(name.rpartition(":")[2])
         if op_def is not None and len(op_def.output_arg) == 1 and not (
                 op_def.output_arg[0].number_attr or op_def.output_arg[0].type_list_attr) \
@@ -110,7 +111,7 @@ def check_ops(graph_def, source):
     for where, node in _all_nodes(graph_def):
         if node.op in V1_LOOP_OPS and where:
             v1.append("%s%s (%s)" % (where, node.name, node.op))
-        elif node.op not in library and not _compat.is_op_type(node.op):
+        elif node.op not in library and not compat.is_op_type(node.op):
             unknown.setdefault(node.op, []).append(where + node.name)
     if unknown:
         raise ConversionError(

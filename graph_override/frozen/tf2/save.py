@@ -35,7 +35,8 @@ import warnings
 
 import tensorflow as tf
 
-from graph_override import _compat, builtin_names
+from graph_override import builtin_names
+from graph_override._tensorflow import compat
 from graph_override._files import atomic_dir
 from graph_override.errors import ConversionError, RuleError
 from graph_override.frozen.patching.engine import make_portable
@@ -79,7 +80,7 @@ def portable_graph_def(graph_def, source="<GraphDef>"):
         if parsed is not None:
             rules.append((Rule(gradient_op_type=_glob_escape(name), estimator=parsed[0],
                                params=parsed[1]), nodes))
-        elif not _compat.is_op_type(name):
+        elif not compat.is_op_type(name):
             refused.append("%r at node(s) %s is registered in this process only"
                            % (name, node_list(nodes)))
     if refused:
