@@ -22,7 +22,7 @@ that has imported ``graph_override.tf2``. See docs/guide/tf2.md.
 import tensorflow as tf
 
 from graph_override import _family, _keras, estimators
-from graph_override._allowed import allow_op_functions
+from graph_override._trust.allowed import allow_op_functions
 from graph_override.legacy import OpWithGradient, op_with_gradient
 
 # The estimator functions are made from the table (see _family.define).

@@ -16,7 +16,7 @@ where both know an op.
 import collections.abc
 
 from graph_override._tensorflow import compat
-from graph_override._op_signatures import outside_reason
+from graph_override._trust.op_signatures import outside_reason
 
 __all__ = ["CURATED", "RISKY_OPS", "derived"]
 

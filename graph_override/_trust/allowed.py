@@ -23,7 +23,7 @@ import types
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
-from graph_override._op_signatures import outside_reason
+from graph_override._trust.op_signatures import outside_reason
 
 __all__ = ["PURE_NAMESPACES", "allow_op_functions", "allowed_module", "pure_raw_op",
            "pure_tf_op", "user_named"]

@@ -6,7 +6,7 @@ OpDef: a string input or attr named like a file, a path, a pattern of files,
 a checkpoint prefix or an address (ReadFile's ``filename``,
 GenerateVocabRemapping's ``new_vocab_file``, DataServiceDatasetV4's
 ``address``). `outside_reason` reads that; `frozen.inspection.risky` (which
-op types `inspect` flags) and `_allowed` (which raw ops a saved Keras model
+op types `inspect` flags) and `allowed` (which raw ops a saved Keras model
 may name) both ask it, so the two never disagree.
 """
 
