@@ -19,15 +19,16 @@ import threading
 
 import tensorflow as tf
 
-from graph_override import _family, builtin_names, estimators, registry
+from graph_override import builtin_names, estimators, registry
+from graph_override._families import functions
 from graph_override.scope import claim_graph, require_graph_mode
 
 # Builds of this family in one process take turns, so two threads building
 # into one graph never see each other's override map.
 _build_lock = threading.RLock()
 
-# The estimator functions are made from the table (see _family.define).
-__all__ = ["gradient_name"] + list(_family.ESTIMATOR_FUNCTIONS)
+# The estimator functions are made from the table (see functions.define).
+__all__ = ["gradient_name"] + list(functions.ESTIMATOR_FUNCTIONS)
 
 
 def gradient_name(estimator, **params):
@@ -74,4 +75,4 @@ def _apply(estimator, x, name, params):
             return _build(spec, x, params, grad_name)
 
 
-globals().update(_family.define(__name__, "overrides", _apply))
+globals().update(functions.define(__name__, "overrides", _apply))

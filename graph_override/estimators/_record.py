@@ -120,7 +120,7 @@ def choice(name, default, doc, *, choices, in_name=True):
 
 class Doc(NamedTuple):
     """An estimator's documentation, rendered into the docstrings of its three
-    functions (`graph_override._docs`) and the table of the families guide.
+    functions (`graph_override._families.docstrings`) and the table of the families guide.
 
     Attributes:
       summary: the first line of the docstring.

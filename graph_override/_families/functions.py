@@ -10,7 +10,8 @@ drift apart in names, parameters or defaults, and a family module binds the
 functions with ``globals().update(...)``: it holds no list of names.
 """
 
-from graph_override import _docs, estimators
+from graph_override import estimators
+from graph_override._families import docstrings
 
 __all__ = ["ESTIMATOR_FUNCTIONS", "define"]
 
@@ -43,7 +44,7 @@ def define(module_name, family, apply):
 
     Each family module binds them, and lists them in its ``__all__``::
 
-        _FUNCTIONS = _family.define(__name__, "tf2", _apply)
+        _FUNCTIONS = functions.define(__name__, "tf2", _apply)
         globals().update(_FUNCTIONS)
     """
     out = {}
@@ -51,6 +52,6 @@ def define(module_name, family, apply):
         fn = _function(estimators.ESTIMATORS[name], apply)
         fn.__module__ = module_name
         fn.__qualname__ = name
-        fn.__doc__ = _docs.docstring(name, family)
+        fn.__doc__ = docstrings.docstring(name, family)
         out[name] = fn
     return out
