@@ -18,7 +18,8 @@ import functools
 import tensorflow as tf
 
 from graph_override.errors import RuleError, UnknownEstimatorError
-from graph_override.estimators import rules, table  # noqa: F401  (table defines the records)
+# table defines the records.
+from graph_override.estimators import attribution_ops, table  # noqa: F401
 from graph_override.estimators._record import (ESTIMATORS, REQUIRED, Doc, EstimatorSpec,
                                                Param, normalize, spec, suggestions)
 from graph_override.estimators.ops import (dorefa, exact_divide, heaviside, sign_pm1,
@@ -95,11 +96,11 @@ def gradient_multiplier(estimator, x, params, y=None):
 def gradient(estimator, x, dy, params, y=None):
     """dx for upstream gradient dy at input x (and output y, for a rule).
     A rule's gradient built into a graph runs as one fused function where
-    that gives the same bits (`rules.fused_gradient`)."""
+    that gives the same bits (`attribution_ops.fused_gradient`)."""
     s = spec(estimator)
     if s.op_types is not None:
         y = _reads(s, x, params, y)[0]
-        fused = rules.fused_gradient(s, x, dy, params, y, functools.partial(_gradient, s))
+        fused = attribution_ops.fused_gradient(s, x, dy, params, y, functools.partial(_gradient, s))
         if fused is not None:
             return fused
     return _gradient(s, x, dy, params, y)
@@ -121,7 +122,7 @@ def covers(estimator, op_type, where, what="", params=None):
     s = spec(estimator)
     if s.op_types is None:
         return
-    rules.check_op_type(estimator, s.op_types, op_type, where, what)
+    attribution_ops.check_op_type(estimator, s.op_types, op_type, where, what)
     given = sorted(p.name for p in s.params
                    if not p.in_name and (params or {}).get(p.name, p.default) != p.default)
     if given:
@@ -160,7 +161,7 @@ def registry_gradient(estimator, params):
             dx = gradient(estimator, op.inputs[0], dy, params)
         else:
             dx = gradient(estimator, op.inputs[0], dy,
-                          rules.op_params(estimator, s.op_types, params, op),
+                          attribution_ops.op_params(estimator, s.op_types, params, op),
                           y=op.outputs[0])
         return [dx] + [None] * (len(op.inputs) - 1)
 

@@ -169,7 +169,7 @@ class EstimatorSpec(NamedTuple):
       check: ``check(estimator, params)``: a check across parameters, or None.
       op_types: for an attribution rule, the op types whose gradient it
         defines (it reads the op's type, input x and output y, see
-        `graph_override.estimators.rules`); None for an estimator, which
+        `graph_override.estimators.attribution_ops`); None for an estimator, which
         fits any op whose output has its input's shape. A rule's
         `multiplier` and `gradient` also take y, as their last argument,
         and its params hold the op's type as ``activation`` (and LeakyRelu's
