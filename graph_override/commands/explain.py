@@ -219,10 +219,10 @@ def check(args):
     read (`_array`) and kept in ``args.data_array`` and
     ``args.baseline_array`` (None for zeros) for `run`.
     """
-    from graph_override.attribution import rules  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
     from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
     try:
-        spec = rules.method_spec(args.method)
+        spec = method_table.method_spec(args.method)
     except AttributionError as e:
         return "--method: %s" % e
     message = (_check_options(args, spec) or _check_model(args.model)
@@ -304,9 +304,9 @@ def _summary(args, spec, result):
 
 def _run(args):
     import numpy as np  # pylint: disable=import-outside-toplevel
-    from graph_override.attribution import rules  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
     from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
-    spec = rules.method_spec(args.method)
+    spec = method_table.method_spec(args.method)
     options = {}
     if args.baseline_array is not None:
         options["baseline"] = args.baseline_array
