@@ -23,7 +23,7 @@ from graph_override._tensorflow import compat
 from graph_override.attribution import gradcam, methods, models, targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
-from graph_override.frozen.patching.rules import as_rules
+from graph_override.frozen.patching.patch_rules import as_rules
 from graph_override.frozen.tf2.function import FrozenFunction
 
 __all__ = ["Explainer", "attribute"]

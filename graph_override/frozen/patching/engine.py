@@ -27,7 +27,7 @@ from graph_override.frozen.inspection.report import V1_LOOP_HELP
 from graph_override.frozen.patching import verify
 from graph_override.frozen.patching.library import FunctionNodes
 from graph_override.frozen.patching.report import NodeChange, NodeChanges, PatchReport
-from graph_override.frozen.patching.rules import as_rules, check_matches
+from graph_override.frozen.patching.patch_rules import as_rules, check_matches
 from graph_override.errors import RuleError
 from graph_override.frozen.patching.sources import GraphNodes, name_entries
 from graph_override.errors import GraphDefError

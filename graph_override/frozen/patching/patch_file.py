@@ -42,7 +42,7 @@ from graph_override.frozen.graphdef import io as frozen_io
 from graph_override.frozen.graphdef.views import View
 from graph_override.frozen.inspection import inspector as inspection
 from graph_override.frozen.patching import engine as patching
-from graph_override.frozen.patching.rules import as_rules
+from graph_override.frozen.patching.patch_rules import as_rules
 from graph_override.frozen.patching.sources import GraphNodes
 
 __all__ = ["patch_file"]

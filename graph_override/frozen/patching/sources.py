@@ -28,7 +28,7 @@ from graph_override.frozen.graphdef import wire
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR
 from graph_override.frozen.patching import portable as portable_form
 from graph_override.frozen.patching import verify
-from graph_override.frozen.patching.rules import select
+from graph_override.frozen.patching.patch_rules import select
 
 __all__ = ["GraphNodes", "check_inputs", "data_inputs", "name_entries", "stamp_over",
            "takes_inputs"]

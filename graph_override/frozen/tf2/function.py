@@ -56,7 +56,7 @@ from tensorflow.core.framework import graph_pb2
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef.io import load
 from graph_override.frozen.patching.engine import patch
-from graph_override.frozen.patching.rules import as_rules
+from graph_override.frozen.patching.patch_rules import as_rules
 from graph_override.frozen.tf2 import graph as function_graph
 from graph_override.frozen.tf2 import save as save_lib
 

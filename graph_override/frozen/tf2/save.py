@@ -41,7 +41,7 @@ from graph_override._files import atomic_dir
 from graph_override.errors import ConversionError, RuleError
 from graph_override.frozen.patching.engine import make_portable
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
-from graph_override.frozen.patching.rules import Rule
+from graph_override.frozen.patching.patch_rules import Rule
 from graph_override.frozen.tf2 import graph as function_graph
 
 __all__ = ["SIGNATURE_KEY", "check_target", "output_keys", "portable_graph_def", "save"]
