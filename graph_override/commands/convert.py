@@ -67,7 +67,7 @@ def run(args):
     from graph_override._files import atomic_dir  # pylint: disable=import-outside-toplevel
     from graph_override.errors import (ConversionError,  # pylint: disable=import-outside-toplevel
                                        UnknownOpTypeError)
-    from graph_override.frozen.tf2 import save as function_save  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.tf2.save import check_target, output_keys  # pylint: disable=import-outside-toplevel
     try:
         rules = parse_rules(args)
     except (frozen.RuleError, UnknownOpTypeError) as e:
@@ -92,7 +92,7 @@ def run(args):
             print("graph-override convert: %s" % note, file=sys.stderr)
     try:
         # Fail on an unwritable DIR before doing the work.
-        function_save.check_target(out, args.force)
+        check_target(out, args.force)
     except ConversionError as e:
         return _usage(str(e))
     try:
@@ -115,7 +115,7 @@ def run(args):
         print("%s: %s" % (args.model, fn.patch_report.format()))
     specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.specs()[0])
     keys = ", ".join("%r (%s)" % (key, name) for key, name in
-                     zip(function_save.output_keys(fn.outputs), fn.outputs))
+                     zip(output_keys(fn.outputs), fn.outputs))
     print("wrote %s: signature 'serving_default' (%s -> %s), %d trainable variable(s) "
           "of %d element(s)" % (args.output, specs, keys, len(fn.weights),
                                 sum(int(w.shape.num_elements()) for w in fn.weights)))

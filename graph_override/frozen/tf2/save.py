@@ -42,7 +42,7 @@ from graph_override.errors import ConversionError, RuleError
 from graph_override.frozen.patching.engine import make_portable
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
 from graph_override.frozen.patching.patch_rules import Rule
-from graph_override.frozen.tf2 import graph as function_graph
+from graph_override.frozen.tf2 import graph
 
 __all__ = ["SIGNATURE_KEY", "check_target", "output_keys", "portable_graph_def", "save"]
 
@@ -120,8 +120,8 @@ class _Serving(tf.Module):
         else:
             weights = list(zip(frozen_fn.weight_names,
                                [w.numpy() for w in frozen_fn.weights]))
-            concrete, specs, output_specs = function_graph.wrap(
-                function_graph.as_placeholders(graph_def, weights),
+            concrete, specs, output_specs = graph.wrap(
+                graph.as_placeholders(graph_def, weights),
                 frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
                 frozen_fn.outputs)
             input_specs = specs[:len(frozen_fn.inputs)]
