@@ -174,14 +174,15 @@ def main(argv=None):
         if message is not None:
             print(message, file=sys.stderr)
             return EXIT_USAGE
-    from graph_override.errors import GraphDefError, GraphOverrideError  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import (ConversionUsageError, GraphDefError,  # pylint: disable=import-outside-toplevel
+                                       GraphOverrideError)
     # Names from a graph may hold terminal escape sequences: everything the
     # command prints, reports, warnings and errors alike, goes out escaped.
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
     try:
         return args._run(args)  # pylint: disable=protected-access
-    except (GraphDefError, OSError) as e:
+    except (ConversionUsageError, GraphDefError, OSError) as e:
         print("graph-override %s: error: %s" % (args.command, e), file=sys.stderr)
         return EXIT_USAGE
     except GraphOverrideError as e:

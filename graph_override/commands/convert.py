@@ -65,8 +65,7 @@ def _trainable(text):
 def run(args):
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
     from graph_override._files import atomic_dir  # pylint: disable=import-outside-toplevel
-    from graph_override.errors import (ConversionError,  # pylint: disable=import-outside-toplevel
-                                       UnknownOpTypeError)
+    from graph_override.errors import UnknownOpTypeError  # pylint: disable=import-outside-toplevel
     from graph_override.frozen.tf2.save import check_target, output_keys  # pylint: disable=import-outside-toplevel
     try:
         rules = parse_rules(args)
@@ -90,27 +89,16 @@ def run(args):
     if os.path.isdir(os.path.dirname(out)):  # what a killed convert left
         for note in atomic_dir.recover(out):
             print("graph-override convert: %s" % note, file=sys.stderr)
-    try:
-        # Fail on an unwritable DIR before doing the work.
-        check_target(out, args.force)
-    except ConversionError as e:
-        return _usage(str(e))
-    try:
-        # build=False: the live function (registered gradient names) is never
-        # called here; save imports the portable form only.
-        fn = frozen.FrozenFunction(args.model, args.inputs, args.outputs, rules=rules,
-                                   trainable=_trainable(args.trainable), build=False,
-                                   on_no_match="ignore" if args.allow_no_match else "raise")
-    except ConversionError as e:
-        if getattr(e, "usage", False):
-            return _usage(str(e))
-        raise
-    try:
-        fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
-    except ConversionError as e:
-        if getattr(e, "usage", False):  # DIR appeared meanwhile, a full disk
-            return _usage(str(e))
-        raise
+    # Fail on an unwritable DIR before doing the work. Bad usage here and
+    # below (a name not in the graph, DIR appearing meanwhile, a full disk) is
+    # a ConversionUsageError, which the command line reports with exit 2.
+    check_target(out, args.force)
+    # build=False: the live function (registered gradient names) is never
+    # called here; save imports the portable form only.
+    fn = frozen.FrozenFunction(args.model, args.inputs, args.outputs, rules=rules,
+                               trainable=_trainable(args.trainable), build=False,
+                               on_no_match="ignore" if args.allow_no_match else "raise")
+    fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
     if fn.patch_report is not None:
         print("%s: %s" % (args.model, fn.patch_report.format()))
     specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.specs()[0])

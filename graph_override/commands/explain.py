@@ -330,7 +330,7 @@ def _run(args):
 
 def run(args):
     """Runs the method (after `check`) and writes the maps and the picture."""
-    from graph_override.errors import (AttributionError, ConversionError,  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import (AttributionError,  # pylint: disable=import-outside-toplevel
                                        RuleError, UnknownOpTypeError)
     message = None if hasattr(args, "data_array") else check(args)
     if message is not None:
@@ -339,7 +339,3 @@ def run(args):
         return _run(args)
     except (AttributionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
-    except ConversionError as e:
-        if getattr(e, "usage", False):
-            return _usage(str(e))
-        raise

@@ -15,7 +15,7 @@ import frozen_graphs
 import frozen_tf2_models as models
 from graph_override import cli, frozen
 from graph_override import scope
-from graph_override.errors import ConversionError
+from graph_override.errors import ConversionError, ConversionUsageError
 
 HERE = pathlib.Path(__file__).resolve().parent.parent  # the shared helpers
 
@@ -163,7 +163,7 @@ def test_existing_directory_is_refused_then_replaced(tmp_path):
     target = tmp_path / "saved"
     target.mkdir()
     (target / "saved_model.pb").write_bytes(b"old")
-    with pytest.raises(ConversionError, match="exists already; pass overwrite=True"):
+    with pytest.raises(ConversionUsageError, match="exists already; pass overwrite=True"):
         fn.save(str(target))
     assert (target / "saved_model.pb").read_bytes() == b"old"
     fn.save(str(target), overwrite=True)
