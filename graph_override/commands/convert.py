@@ -1,9 +1,11 @@
 """graph-override convert: a frozen GraphDef as a TF2 SavedModel."""
 
+import functools
 import os
 import sys
 
 from graph_override.commands._rules import add_model_and_rules, own_functions, parse_rules
+from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "turn a frozen GraphDef into a TF2 SavedModel whose gradients work"
 DESCRIPTION = (
@@ -51,9 +53,7 @@ def configure(parser):
                              "and Relu6 on a network with one of them)")
 
 
-def _usage(message):
-    print("graph-override convert: error: %s" % message, file=sys.stderr)
-    return 2
+_usage = functools.partial(usage_error, "convert")
 
 
 def _trainable(text):
@@ -73,18 +73,18 @@ def run(args):
         return _usage(str(e))
     own = own_functions(rules)
     if own:
-        print("graph-override convert: error: %s: --map names gradient function(s) of "
-              "your own, %s; a SavedModel cannot carry them so that plain TensorFlow "
-              "differentiates it. Its portable form (stop_gradient subgraphs) expresses "
-              "only the built-in estimators, and TensorFlow's "
-              "experimental_custom_gradients keeps one traced function per gradient "
-              "name, for the first node's shapes, failing on nodes of other shapes. "
-              "Use a built-in estimator, or keep your function: graph-override patch "
-              "--map ... (then register it before running the graph), or "
-              "frozen.to_function(..., rules=[...]) in a process that imports "
-              "graph_override. Nothing written." % (
-                  args.model, ", ".join(repr(n) for n in own)), file=sys.stderr)
-        return 1
+        report_error("convert", "%s: --map names gradient function(s) of "
+                     "your own, %s; a SavedModel cannot carry them so that plain TensorFlow "
+                     "differentiates it. Its portable form (stop_gradient subgraphs) expresses "
+                     "only the built-in estimators, and TensorFlow's "
+                     "experimental_custom_gradients keeps one traced function per gradient "
+                     "name, for the first node's shapes, failing on nodes of other shapes. "
+                     "Use a built-in estimator, or keep your function: graph-override patch "
+                     "--map ... (then register it before running the graph), or "
+                     "frozen.to_function(..., rules=[...]) in a process that imports "
+                     "graph_override. Nothing written." % (
+                         args.model, ", ".join(repr(n) for n in own)))
+        return EXIT_FINDING
     out = os.path.abspath(args.output)
     if os.path.isdir(os.path.dirname(out)):  # what a killed convert left
         for note in atomic_dir.recover(out):

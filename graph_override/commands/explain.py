@@ -2,10 +2,13 @@
 (and a picture)."""
 
 import argparse
+import functools
 import io
 import os
 import stat
 import sys
+
+from graph_override.commands._usage import usage_error
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
 DESCRIPTION = (
@@ -109,9 +112,7 @@ def parse_maps(maps):
     return rules, {r.op_type for r in rules if r.op_type}
 
 
-def _usage(message):
-    print("graph-override explain: error: %s" % message, file=sys.stderr)
-    return 2
+_usage = functools.partial(usage_error, "explain")
 
 
 def _same(a, b):
