@@ -20,8 +20,7 @@ import threading
 
 from graph_override import estimators
 from graph_override._tensorflow import compat
-from graph_override.builtin_names import (BUILTIN_PREFIX, builtin_name, builtin_setting,
-                                          example_name)
+from graph_override.builtin_names import BUILTIN_PREFIX, builtin_name, example_name, parse_setting
 from graph_override._tensorflow.contract import check_gradients
 from graph_override.errors import DuplicateGradientError, UnknownGradientError
 
@@ -33,6 +32,7 @@ __all__ = [
     "registered_name",
     "registry_size",
     "resolve",
+    "resolve_estimator",
     "resolve_function",
 ]
 
@@ -235,25 +235,33 @@ def registry_size():
 # Built-in estimator names (written and parsed by graph_override.builtin_names).
 
 
-def _register_builtin(name):
-    """Registers the built-in estimator gradient `name` describes; the name
-    it was registered under, or None if `name` describes no estimator."""
-    setting = builtin_setting(name)
-    if setting is None:
-        return None
-    canonical = builtin_name(*setting)
-    gradient = estimators.registry_gradient(*setting)
+def _register_builtin(spec, params, names):
+    """Registers the gradient of estimator `spec` (its record) with `params`
+    (normalized) under each of `names` not taken yet."""
+    gradient = None
     with _lock:
-        for n in (canonical, name):
+        for n in names:
             if n not in _owned and not compat.has_gradient_entry(n):
+                gradient = gradient or estimators.registry_gradient(spec, params)
                 compat.register_gradient_function(n, _checked(gradient, n))
                 _owned[n] = (gradient, "graph_override.estimators")
+
+
+def resolve_estimator(estimator, params):
+    """Registers the built-in gradient name of `estimator` (a name or its
+    record) with `params` (normalized, as `estimators.normalize` returns
+    them) unless TensorFlow has it already; returns the name. Code that
+    holds the record (a patch rule) resolves it without parsing the name."""
+    spec = estimators.spec(estimator)
+    name = builtin_name(spec, params)
+    if not compat.has_gradient_entry(name):
+        _register_builtin(spec, params, (name,))
     return name
 
 
 def is_resolvable(name):
     """True if `name` is registered or is a built-in estimator name."""
-    return compat.has_gradient_entry(name) or builtin_setting(name) is not None
+    return compat.has_gradient_entry(name) or parse_setting(name) is not None
 
 
 def _short_name(name):
@@ -292,7 +300,11 @@ def resolve(name):
     if not isinstance(name, str):
         raise TypeError("a gradient name must be a string, got %s"
                         % type(name).__name__)
-    if compat.has_gradient_entry(name) or _register_builtin(name) is not None:
+    if compat.has_gradient_entry(name):
+        return name
+    setting = parse_setting(name)  # the one look-up in the estimator table
+    if setting is not None:
+        _register_builtin(*setting, (builtin_name(*setting), name))
         return name
     short = _short_name(name)
     if short in estimators.ESTIMATORS:  # a known estimator, bad parameters

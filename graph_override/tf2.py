@@ -101,9 +101,9 @@ class Estimator:
                             "of an estimator, such as %r, got %r" % (
                                 name if name in estimators.ESTIMATORS else "ste_sign",
                                 estimator))
-        estimators.spec(estimator, where="Estimator(%r)" % estimator)
+        spec = estimators.spec(estimator, where="Estimator(%r)" % estimator)  # one look-up
         self._estimator = estimator
-        self._params = estimators.normalize(estimator, params)
+        self._params = estimators.normalize(spec, params)
 
     @property
     def estimator(self):

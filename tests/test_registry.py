@@ -432,10 +432,10 @@ def test_the_example_name_of_required_and_optional_parameters(monkeypatch):
     """An estimator with a required parameter and a defaulted one: the hint
     writes the default (this line once raised NameError: the formatter had
     moved to another module)."""
-    from graph_override import estimators  # pylint: disable=import-outside-toplevel
-    mixed = types.SimpleNamespace(defaults=(("scale", None), ("clip_value", 0.5)),
+    from graph_override.estimators import _record  # pylint: disable=import-outside-toplevel
+    mixed = types.SimpleNamespace(name="mixed", defaults=(("scale", None), ("clip_value", 0.5)),
                                   name_params=("scale", "clip_value"))
-    monkeypatch.setattr(estimators, "ESTIMATORS", dict(estimators.ESTIMATORS, mixed=mixed))
+    monkeypatch.setitem(_record._TABLE, "mixed", mixed)  # pylint: disable=protected-access
     with pytest.raises(go.UnknownGradientError) as info:
         go.resolve("graph_override.mixed(clip_value=2)")
     assert "Did you mean 'graph_override.mixed(scale=..., clip_value=0.5)'?" in str(info.value)

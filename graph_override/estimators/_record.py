@@ -233,13 +233,17 @@ def suggestions(name, limit=3):
 
 
 def spec(estimator, where=None):
-    """The `EstimatorSpec` of `estimator`.
+    """The `EstimatorSpec` of `estimator`: the one look-up of a name in the
+    table. A record is returned as it is, so that code which resolved a
+    name once passes the record on and never looks it up again.
 
     Raises:
       UnknownEstimatorError: no estimator of that name; the message starts
         with `where` (default: the name), suggests the closest names and
         lists them all.
     """
+    if isinstance(estimator, EstimatorSpec):
+        return estimator
     try:
         return _TABLE[estimator]
     except (KeyError, TypeError):
@@ -252,7 +256,8 @@ def spec(estimator, where=None):
 
 
 def normalize(estimator, params):
-    """Checks `params` for `estimator` and fills in defaults.
+    """Checks `params` for `estimator` (a name or its record) and fills in
+    defaults.
 
     Returns:
       An ordered dict of every parameter, numbers as float (k_bit as int).
@@ -263,6 +268,7 @@ def normalize(estimator, params):
         range; the message names the estimator.
     """
     s = spec(estimator)
+    estimator = s.name
     known = [p.name for p in s.params]
     unknown = sorted(set(params) - set(known))
     if unknown:

@@ -18,7 +18,7 @@ import dataclasses
 
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import builtin_names, estimators
+from graph_override import builtin_names
 from graph_override._tensorflow import compat
 from graph_override.frozen.graphdef.views import (GRADIENT_ATTR, View, gradient_attr,
                                                   node_list, nodes_by_gradient)
@@ -115,13 +115,13 @@ def _check_portable_rules(rules):
                 "make_portable: rule %s sets the registered name %r, which "
                 "plain TensorFlow cannot resolve in a new process; use a "
                 "built-in estimator, or patch() instead" % (rule, rule.gradient))
-        if rule.estimator is not None and not estimators.ESTIMATORS[rule.estimator].linear:
+        if rule.estimator is not None and not rule.spec.linear:
             raise RuleError(
                 "make_portable: %s cannot be made portable: its gradient, %s, is "
                 "not linear in dy, which no stop_gradient identity can express "
                 "(no fixed graph's backprop computes it). Use patch() and import "
                 "the result with graph_override.frozen.import_graph_def." % (
-                    rule.estimator, estimators.ESTIMATORS[rule.estimator].doc.row[1]))
+                    rule.estimator, rule.spec.doc.row[1]))
 
 
 def _check(plan):

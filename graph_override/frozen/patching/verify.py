@@ -140,8 +140,8 @@ def _same_dtype_by_def(op_type):
 def check_fits_node(node, address, rule, what, *, allow_replace=False):
     """`check_fits` for one node of a function body, by op type and dtype
     (shapes: `check_function_shapes`)."""
-    estimators.covers(rule.estimator, node.op, "node %r" % address, what, rule.params)
-    if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
+    estimators.covers(rule.spec, node.op, "node %r" % address, what, rule.params)
+    if (rule.spec.op_type == "Identity"
             and node.op not in IDENTITY_OPS and not allow_replace):
         raise _replace_error(what, rule, address, node.op)
     x_type, y_type = output_dtypes(node)
@@ -206,12 +206,12 @@ def check_fits(nodes, selected, rules, what, *, allow_replace=False, pairs=None)
             continue
         members = functools.lru_cache(maxsize=None)(
             functools.partial(_members, ops, selected, op, r))  # read once, if at all
-        if estimators.ESTIMATORS[rule.estimator].op_types is not None:
-            estimators.covers(rule.estimator, op, "node %r" % nodes.names[members()[0]],
+        if rule.spec.op_types is not None:
+            estimators.covers(rule.spec, op, "node %r" % nodes.names[members()[0]],
                               what, rule.params)
         if op == "IdentityN":
             continue
-        if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
+        if (rule.spec.op_type == "Identity"
                 and op not in IDENTITY_OPS and not allow_replace):
             raise _replace_error(what, rule, nodes.names[members()[0]], op)
         if not _same_dtype_by_def(op):
