@@ -13,6 +13,11 @@ from graph_override import errors
 from graph_override._files import atomic
 from graph_override._files.atomic import atomic_write
 
+# The same on every TensorFlow release by construction (it writes files;
+# no TensorFlow or Keras code runs):
+# compat/run.sh runs it under the newest release only.
+pytestmark = pytest.mark.release_independent
+
 
 def _leftovers(folder):
     return [n for n in os.listdir(folder) if n.endswith(".tmp")]

@@ -11,6 +11,11 @@ from graph_override import errors
 from graph_override._files import atomic, atomic_group
 from graph_override._files.atomic_group import write_all
 
+# The same on every TensorFlow release by construction (it writes groups of files;
+# no TensorFlow or Keras code runs):
+# compat/run.sh runs it under the newest release only.
+pytestmark = pytest.mark.release_independent
+
 _real_write = atomic.atomic_write
 
 
