@@ -19,6 +19,11 @@ The registry and scope at the top level replace hand-written
 
 Names are imported on first use (PEP 562), so ``import graph_override`` and
 the command line start without loading TensorFlow until it is needed.
+
+The modules beside this one are the library's faces; the subpackages
+without a leading underscore are its capabilities (`frozen`, `migrate`,
+`attribution`, ...), those with one its private machinery (`_files`,
+`_console`, `_tensorflow`, `_trust`, `_families`): docs/architecture.md.
 """
 
 import importlib

@@ -8,7 +8,7 @@ import re
 from graph_override import estimators
 
 __all__ = ["BUILTIN_PREFIX", "builtin_name", "builtin_setting", "example_name",
-           "parse_builtin_name", "parse_value"]
+           "parse_builtin_name", "parse_setting", "parse_value"]
 
 BUILTIN_PREFIX = "graph_override."
 
@@ -26,26 +26,28 @@ def _format_value(value):
 
 
 def builtin_name(estimator, params):
-    """The self-describing gradient name of a built-in estimator.
+    """The self-describing gradient name of a built-in estimator (its name
+    or its record).
 
     `params` must be the estimator's full, normalized parameter dict (see
     `graph_override.estimators.normalize`). An attribution rule's
     ``activation`` and ``alpha`` are not in the name: the gradient reads
     them from the op it differentiates.
     """
+    spec = estimators.spec(estimator)
     body = ", ".join("%s=%s" % (k, _format_value(v))
-                     for k, v in estimators.name_params(estimator, params).items())
-    return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, body)
+                     for k, v in estimators.name_params(spec, params).items())
+    return "%s%s(%s)" % (BUILTIN_PREFIX, spec.name, body)
 
 
 def example_name(estimator):
     """A built-in name to suggest: the defaults, or ``...`` for the
     parameters that have none (``graph_override.scale_gradient(scale=...)``)."""
-    spec = estimators.ESTIMATORS[estimator]
+    spec = estimators.spec(estimator)
     defaults = [(k, v) for k, v in spec.defaults if k in spec.name_params]
     if all(v is not None for _, v in defaults):
-        return builtin_name(estimator, estimators.normalize(estimator, {}))
-    return "%s%s(%s)" % (BUILTIN_PREFIX, estimator, ", ".join(
+        return builtin_name(spec, estimators.normalize(spec, {}))
+    return "%s%s(%s)" % (BUILTIN_PREFIX, spec.name, ", ".join(
         "%s=%s" % (k, "..." if v is None else _format_value(v)) for k, v in defaults))
 
 
@@ -87,15 +89,24 @@ def parse_builtin_name(name):
     return estimator, params
 
 
+def parse_setting(name):
+    """(the estimator's record, normalized params) if `name` describes a
+    built-in estimator setting, else None: one look-up in the table, and
+    the record to pass on instead of the name."""
+    parsed = parse_builtin_name(name)
+    spec = None if parsed is None else estimators.ESTIMATORS.get(parsed[0])
+    if spec is None:
+        return None
+    if set(parsed[1]) - set(spec.name_params):
+        return None  # e.g. a rule's alpha: read from the op, never from the name
+    try:
+        return spec, estimators.normalize(spec, parsed[1])
+    except (TypeError, ValueError):
+        return None
+
+
 def builtin_setting(name):
     """(estimator, normalized params) if `name` describes a built-in
     estimator setting, else None."""
-    parsed = parse_builtin_name(name)
-    if parsed is None or parsed[0] not in estimators.ESTIMATORS:
-        return None
-    if set(parsed[1]) - set(estimators.ESTIMATORS[parsed[0]].name_params):
-        return None  # e.g. a rule's alpha: read from the op, never from the name
-    try:
-        return parsed[0], estimators.normalize(parsed[0], parsed[1])
-    except (TypeError, ValueError):
-        return None
+    setting = parse_setting(name)
+    return None if setting is None else (setting[0].name, setting[1])

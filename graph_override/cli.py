@@ -20,13 +20,13 @@ import os
 import pkgutil
 import sys
 
-from graph_override._stderr import native_stderr_silenced
-from graph_override._terminal import EscapingStream
+from graph_override._console.stderr import native_stderr_silenced
+from graph_override._console.terminal import EscapingStream
+from graph_override.commands._usage import (EXIT_FINDING, EXIT_OK, EXIT_USAGE, report_error,
+                                            usage_error)
 
 __all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE",
            "WITHOUT_TENSORFLOW", "import_tensorflow_quietly", "main", "version"]
-
-EXIT_OK, EXIT_FINDING, EXIT_USAGE = 0, 1, 2
 
 # The order in which `--help` lists the commands; a command module not named
 # here is listed after these, alphabetically.
@@ -135,20 +135,20 @@ def import_tensorflow_quietly():
         importlib.import_module("tensorflow")
 
 
-def _tensorflow_or_error(command):
-    """Imports TensorFlow for `command`; returns None, or the message saying
+def _tensorflow_or_error():
+    """Imports TensorFlow for a command; returns None, or the message saying
     why it cannot be imported and what to do."""
     try:
         import_tensorflow_quietly()
     except Exception as e:  # pylint: disable=broad-except
         # Any exception of the import itself: a missing package
         # (ImportError) or a broken one (numpy ABI errors, AttributeError).
-        return ("graph-override %s: error: this command needs TensorFlow, and "
+        return ("this command needs TensorFlow, and "
                 "'import tensorflow' failed: %s: %s. Install a supported "
                 "release (python -m pip install 'tensorflow>=2.15'; "
                 "docs/guide/compat.md lists them) or repair the installation; "
                 "'graph-override migrate' works without TensorFlow."
-                % (command, type(e).__name__, e))
+                % (type(e).__name__, e))
     return None
 
 
@@ -166,26 +166,23 @@ def main(argv=None):
     if check is not None:
         message = check(args)
         if message is not None:  # names from the user's files: escaped, as below
-            print("graph-override %s: error: %s" % (args.command, message),
-                  file=EscapingStream(sys.stderr))
-            return EXIT_USAGE
+            return usage_error(args.command, message, EscapingStream(sys.stderr))
     if args.command not in WITHOUT_TENSORFLOW:
-        message = _tensorflow_or_error(args.command)
+        message = _tensorflow_or_error()
         if message is not None:
-            print(message, file=sys.stderr)
-            return EXIT_USAGE
-    from graph_override.errors import GraphDefError, GraphOverrideError  # pylint: disable=import-outside-toplevel
+            return usage_error(args.command, message)
+    from graph_override.errors import (ConversionUsageError, GraphDefError,  # pylint: disable=import-outside-toplevel
+                                       GraphOverrideError)
     # Names from a graph may hold terminal escape sequences: everything the
     # command prints, reports, warnings and errors alike, goes out escaped.
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
     try:
         return args._run(args)  # pylint: disable=protected-access
-    except (GraphDefError, OSError) as e:
-        print("graph-override %s: error: %s" % (args.command, e), file=sys.stderr)
-        return EXIT_USAGE
+    except (ConversionUsageError, GraphDefError, OSError) as e:
+        return usage_error(args.command, e)
     except GraphOverrideError as e:
-        print("graph-override %s: error: %s" % (args.command, e), file=sys.stderr)
+        report_error(args.command, e)
         return EXIT_FINDING
     finally:
         sys.stdout, sys.stderr = streams

@@ -13,6 +13,7 @@ __all__ = [
     "ClusterUnreachableError",
     "ConcurrentScopeError",
     "ConversionError",
+    "ConversionUsageError",
     "DuplicateGradientError",
     "EagerModeError",
     "GradientContractError",
@@ -121,6 +122,13 @@ class ConcurrentScopeError(GraphOverrideError, RuntimeError):
 class ConversionError(GraphOverrideError, ValueError):
     """A frozen graph cannot be turned into a TF2 function or SavedModel as
     asked (graph_override.frozen.to_function, FrozenFunction.save)."""
+
+
+class ConversionUsageError(ConversionError):
+    """A conversion refused for what the caller asked, not for the graph: a
+    tensor name that is not in it, a `trainable` that selects nothing, an
+    output folder that cannot be written. The command line reports it as bad
+    usage (exit status 2)."""
 
 
 class CheckpointDamagedError(CheckpointMismatchError):

@@ -24,8 +24,9 @@ import functools
 
 import tensorflow as tf
 
-from graph_override import _keras, _tracing, registry
-from graph_override._contract import check_gradients
+from graph_override import registry
+from graph_override._families import keras_saving, tracing
+from graph_override._tensorflow.contract import check_gradients
 from graph_override.errors import GradientContractError
 
 __all__ = ["LegacyOp", "OpWithGradient", "op_with_gradient"]
@@ -109,7 +110,7 @@ def _resolve(gradient):
     if isinstance(gradient, str):
         return registry.resolve_function(gradient), gradient
     if callable(gradient):
-        return gradient, _tracing.describe_fn(gradient)
+        return gradient, tracing.describe_fn(gradient)
     raise TypeError(
         "op_with_gradient(op_fn, gradient): gradient must be a legacy gradient "
         "function (op, *grads) or a registered gradient name such as "
@@ -263,14 +264,14 @@ def _wrap(op_fn, grad_fn, grad_name):
 
     def template_for(structure, leaves, positions, tensors):
         try:
-            key = (_tracing.signature_key(leaves, positions, tensors),
+            key = (tracing.signature_key(leaves, positions, tensors),
                    repr(tf.nest.map_structure(lambda _: 0, structure)))
             hash(key)
         except (TypeError, ValueError):
             key = None
         if key is not None and key in cache:
             return cache[key]
-        template = _Template(*_tracing.trace(op_fn, structure, leaves, positions, tensors))
+        template = _Template(*tracing.trace(op_fn, structure, leaves, positions, tensors))
         if key is not None and len(cache) < 64:
             cache[key] = template
         return template
@@ -279,17 +280,17 @@ def _wrap(op_fn, grad_fn, grad_name):
     def wrapper(*args, **kwargs):
         structure = (list(args), kwargs)
         leaves = tf.nest.flatten(structure)
-        positions = [i for i, leaf in enumerate(leaves) if _tracing.is_input(leaf)]
+        positions = [i for i, leaf in enumerate(leaves) if tracing.is_input(leaf)]
         if not positions:  # nothing to differentiate: just the op
             return op_fn(*args, **kwargs)
-        tensors = [_tracing.to_tensor(leaves[i]) for i in positions]
+        tensors = [tracing.to_tensor(leaves[i]) for i in positions]
         template = template_for(structure, leaves, positions, tensors)
         op = template.op
         returned = []  # filled with what the caller gets, read by grad()
 
         @tf.custom_gradient
         def legacy_op(*xs):
-            call_args, call_kwargs = _tracing.rebuild(structure, leaves, positions, xs)
+            call_args, call_kwargs = tracing.rebuild(structure, leaves, positions, xs)
             result = op_fn(*call_args, **call_kwargs)
             outputs = tf.nest.flatten(result)
             real = getattr(outputs[0], "op", None) if not tf.executing_eagerly() else None
@@ -349,7 +350,7 @@ class OpWithGradient:
         self._call = _wrap(op_fn, grad_fn, grad_name)
         self.__wrapped__ = op_fn  # inspect.signature shows op_fn's
 
-    __name__ = property(_keras.no_name)
+    __name__ = property(keras_saving.no_name)
 
     def __call__(self, *args, **kwargs):
         return self._call(*args, **kwargs)
@@ -362,7 +363,7 @@ class OpWithGradient:
             nested function, a gradient function registered under no name);
             the message says which and what to do.
         """
-        return _keras.wrapper_config(self, self.op_fn, self.gradient)
+        return keras_saving.wrapper_config(self, self.op_fn, self.gradient)
 
     @classmethod
     def from_config(cls, config):
@@ -374,7 +375,7 @@ class OpWithGradient:
             function of TensorFlow's or of your own modules).
           UnknownGradientError: the gradient name is not registered here.
         """
-        return cls(*_keras.wrapper_parts(config))
+        return cls(*keras_saving.wrapper_parts(config))
 
     def __eq__(self, other):
         if not isinstance(other, OpWithGradient):
@@ -390,9 +391,9 @@ class OpWithGradient:
 
     def __repr__(self):
         gradient = (repr(str(self.gradient)) if isinstance(self.gradient, str)
-                    else _tracing.describe_fn(self.gradient))
+                    else tracing.describe_fn(self.gradient))
         return "op_with_gradient(%s, %s)" % (
-            _keras.op_fn_name(self.op_fn)[0] or _tracing.describe_fn(self.op_fn), gradient)
+            keras_saving.op_fn_name(self.op_fn)[0] or tracing.describe_fn(self.op_fn), gradient)
 
 
-_keras.register([OpWithGradient])
+keras_saving.register([OpWithGradient])

@@ -19,15 +19,16 @@ import threading
 
 import tensorflow as tf
 
-from graph_override import _family, builtin_names, estimators, registry
+from graph_override import estimators, registry
+from graph_override._families import functions
 from graph_override.scope import claim_graph, require_graph_mode
 
 # Builds of this family in one process take turns, so two threads building
 # into one graph never see each other's override map.
 _build_lock = threading.RLock()
 
-# The estimator functions are made from the table (see _family.define).
-__all__ = ["gradient_name"] + list(_family.ESTIMATOR_FUNCTIONS)
+# The estimator functions are made from the table (see functions.define).
+__all__ = ["gradient_name"] + list(functions.ESTIMATOR_FUNCTIONS)
 
 
 def gradient_name(estimator, **params):
@@ -38,12 +39,8 @@ def gradient_name(estimator, **params):
       >>> overrides.gradient_name("ste_sign", clip_value=0.5)
       'graph_override.ste_sign(clip_value=0.5)'
     """
-    return _registered_name(estimator, estimators.normalize(estimator, params))
-
-
-def _registered_name(estimator, params):
-    """The built-in name of a normalized setting, registered on first use."""
-    return registry.resolve(builtin_names.builtin_name(estimator, params))
+    spec = estimators.spec(estimator)
+    return registry.resolve_estimator(spec, estimators.normalize(spec, params))
 
 
 def _build(spec, x, params, grad_name):
@@ -63,15 +60,15 @@ def _build(spec, x, params, grad_name):
 
 
 def _apply(estimator, x, name, params):
-    spec = estimators.spec(estimator)
-    params = estimators.normalize(estimator, params)
+    spec = estimators.spec(estimator)  # the one look-up: the record from here on
+    params = estimators.normalize(spec, params)
     what = "graph_override.overrides.%s" % estimator
     require_graph_mode(what, [x] if tf.is_tensor(x) else [])
-    grad_name = _registered_name(estimator, params)
+    grad_name = registry.resolve_estimator(spec, params)
     with tf.compat.v1.name_scope(name, estimator, [x]):
         x = estimators.check_float_input(x, estimator)
         with _build_lock, claim_graph(x.graph, what):
             return _build(spec, x, params, grad_name)
 
 
-globals().update(_family.define(__name__, "overrides", _apply))
+globals().update(functions.define(__name__, "overrides", _apply))

@@ -18,10 +18,10 @@ import functools
 import inspect
 import threading
 
-from graph_override import _compat, estimators
-from graph_override.builtin_names import (BUILTIN_PREFIX, builtin_name, builtin_setting,
-                                          example_name)
-from graph_override._contract import check_gradients
+from graph_override import estimators
+from graph_override._tensorflow import compat
+from graph_override.builtin_names import BUILTIN_PREFIX, builtin_name, example_name, parse_setting
+from graph_override._tensorflow.contract import check_gradients
 from graph_override.errors import DuplicateGradientError, UnknownGradientError
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "registered_name",
     "registry_size",
     "resolve",
+    "resolve_estimator",
     "resolve_function",
 ]
 
@@ -142,17 +143,17 @@ def _register_locked(fn, name, explicit):
                     "another name, or pass the same function." % (
                         candidate, _default_name(owned[0]), owned[1],
                         _default_name(fn), _where(fn)))
-        elif _compat.has_gradient_entry(candidate):
+        elif compat.has_gradient_entry(candidate):
             if explicit:
                 raise DuplicateGradientError(
                     "gradient name %r is already taken in TensorFlow's gradient "
                     "registry (registered at %s, not through graph_override); "
                     "refusing to register %s (defined at %s) under it. Pick "
                     "another name." % (
-                        candidate, _compat.gradient_registry_location(candidate),
+                        candidate, compat.gradient_registry_location(candidate),
                         _default_name(fn), _where(fn)))
         else:
-            _compat.register_gradient_function(candidate, _checked(fn, candidate))
+            compat.register_gradient_function(candidate, _checked(fn, candidate))
             _owned[candidate] = (fn, _where(fn))
             return RegisteredGradient(candidate, fn)
         # An implicit name taken by another function: use a numbered variant.
@@ -220,39 +221,47 @@ def registered_name(fn):
     ``tf.RegisterGradient``; the first in sorted order), or None."""
     with _lock:
         names = sorted(n for n, (f, _) in _owned.items() if f is fn)
-    names = names or sorted(n for n in _compat.gradient_registry_names()
-                            if _compat.lookup_gradient(n) is fn)
+    names = names or sorted(n for n in compat.gradient_registry_names()
+                            if compat.lookup_gradient(n) is fn)
     return names[0] if names else None
 
 
 def registry_size():
     """The number of names in TensorFlow's gradient registry (all of them)."""
-    return _compat.gradient_registry_entries()
+    return compat.gradient_registry_entries()
 
 
 # ---------------------------------------------------------------------------
 # Built-in estimator names (written and parsed by graph_override.builtin_names).
 
 
-def _register_builtin(name):
-    """Registers the built-in estimator gradient `name` describes; the name
-    it was registered under, or None if `name` describes no estimator."""
-    setting = builtin_setting(name)
-    if setting is None:
-        return None
-    canonical = builtin_name(*setting)
-    gradient = estimators.registry_gradient(*setting)
+def _register_builtin(spec, params, names):
+    """Registers the gradient of estimator `spec` (its record) with `params`
+    (normalized) under each of `names` not taken yet."""
+    gradient = None
     with _lock:
-        for n in (canonical, name):
-            if n not in _owned and not _compat.has_gradient_entry(n):
-                _compat.register_gradient_function(n, _checked(gradient, n))
+        for n in names:
+            if n not in _owned and not compat.has_gradient_entry(n):
+                gradient = gradient or estimators.registry_gradient(spec, params)
+                compat.register_gradient_function(n, _checked(gradient, n))
                 _owned[n] = (gradient, "graph_override.estimators")
+
+
+def resolve_estimator(estimator, params):
+    """Registers the built-in gradient name of `estimator` (a name or its
+    record) with `params` (normalized, as `estimators.normalize` returns
+    them) unless TensorFlow has it already; returns the name. Code that
+    holds the record (a patch rule) resolves it without parsing the name."""
+    spec = estimators.spec(estimator)
+    name = builtin_name(spec, params)
+    if not compat.has_gradient_entry(name):
+        _register_builtin(spec, params, (name,))
     return name
 
 
 def is_resolvable(name):
     """True if `name` is registered or is a built-in estimator name."""
-    return _compat.has_gradient_entry(name) or builtin_setting(name) is not None
+    return compat.has_gradient_entry(name) or parse_setting(name) is not None
 
 
 def _short_name(name):
@@ -291,7 +300,11 @@ def resolve(name):
     if not isinstance(name, str):
         raise TypeError("a gradient name must be a string, got %s"
                         % type(name).__name__)
-    if _compat.has_gradient_entry(name) or _register_builtin(name) is not None:
+    if compat.has_gradient_entry(name):
+        return name
+    setting = parse_setting(name)  # the one look-up in the estimator table
+    if setting is not None:
+        _register_builtin(*setting, (builtin_name(*setting), name))
         return name
     short = _short_name(name)
     if short in estimators.ESTIMATORS:  # a known estimator, bad parameters
@@ -302,7 +315,7 @@ def resolve(name):
         hints = [example_name(e) for e in estimator_suggestions(name)]
         if not hints:
             hints = difflib.get_close_matches(
-                name, _compat.gradient_registry_names(), n=3, cutoff=0.6)
+                name, compat.gradient_registry_names(), n=3, cutoff=0.6)
     hint = (" Did you mean %s?" % " or ".join(repr(h) for h in hints)) if hints else ""
     raise UnknownGradientError(
         "no gradient is registered under %r, and it is not a built-in "
@@ -319,4 +332,4 @@ def resolve_function(name):
         owned = _owned.get(name)
     if owned is not None:
         return owned[0]
-    return _compat.lookup_gradient(name)
+    return compat.lookup_gradient(name)

@@ -15,7 +15,8 @@ import warnings
 
 import tensorflow as tf
 
-from graph_override import _compat, registry
+from graph_override import registry
+from graph_override._tensorflow import compat
 from graph_override.errors import (ConcurrentScopeError, EagerModeError,
                                    NoMatchError, UnknownOpTypeError)
 
@@ -52,7 +53,7 @@ def require_graph_mode(what, tensors=()):
     if tf.executing_eagerly():
         raise EagerModeError("%s was called in eager mode. %s" % (what, _EAGER_HINT))
     graph = tf.compat.v1.get_default_graph()
-    if graph.building_function and tensors and _compat.tape_records(tensors):
+    if graph.building_function and tensors and compat.tape_records(tensors):
         raise EagerModeError("%s was called inside tf.function under a "
                              "GradientTape: %s" % (what, _TAPE_HINT))
 
@@ -114,9 +115,9 @@ def _check_key(op_type):
     if not isinstance(op_type, str):
         raise TypeError("override_gradients: keys must be op type strings such "
                         "as 'Sign', got %r" % (op_type,))
-    if _compat.is_op_type(op_type):
+    if compat.is_op_type(op_type):
         return
-    hints = _compat.op_type_suggestions(op_type)
+    hints = compat.op_type_suggestions(op_type)
     hint = (" Did you mean %s?" % " or ".join(repr(h) for h in hints)) if hints else ""
     raise UnknownOpTypeError(
         "override_gradients: %r is not an op type TensorFlow knows, so no op "
@@ -224,8 +225,8 @@ class override_gradients:  # pylint: disable=invalid-name
         claim = claim_graph(graph, "override_gradients(%r)" % (self.mapping,))
         claim.__enter__()
         try:
-            start = _compat.operation_count(graph)
-            saved = _compat.override_map_entries(graph, self.mapping)
+            start = compat.operation_count(graph)
+            saved = compat.override_map_entries(graph, self.mapping)
             cm = graph.gradient_override_map(self.mapping)
             cm.__enter__()
         except BaseException:
@@ -241,15 +242,15 @@ class override_gradients:  # pylint: disable=invalid-name
         finally:
             # Restored here too, explicitly: never left to the generator's
             # clean-up, which runs only when it is closed or collected.
-            _compat.restore_override_map_entries(graph, saved)
+            compat.restore_override_map_entries(graph, saved)
             claim.__exit__(None, None, None)
-        created = _compat.operations_since(graph, start)
+        created = compat.operations_since(graph, start)
         self.matched = [op for op in created if self._rerouted(op)]
         if exc_type is not None:
             return False
         if graph.building_function:
             for op in self.matched:
-                if _compat.tape_records(op.inputs):
+                if compat.tape_records(op.inputs):
                     raise EagerModeError(
                         "override_gradients re-routed op %r (type %s), but %s"
                         % (op.name, op.type, _TAPE_HINT))

@@ -24,10 +24,11 @@ it delegates to its `graph_override.tf2` function.
 
 import tensorflow as tf
 
-from graph_override import _family, estimators, tf2
+from graph_override import estimators, tf2
+from graph_override._families import functions
 
-# The estimator functions are made from the table (see _family.define).
-__all__ = list(_family.ESTIMATOR_FUNCTIONS)
+# The estimator functions are made from the table (see functions.define).
+__all__ = list(functions.ESTIMATOR_FUNCTIONS)
 
 
 def stop_gradient_form(estimator, x, y, params, name=None):
@@ -58,4 +59,4 @@ def _apply(estimator, x, name, params):
         return apply_stop_gradient(estimator, x, params)
 
 
-globals().update(_family.define(__name__, "stopgrad", _apply))
+globals().update(functions.define(__name__, "stopgrad", _apply))

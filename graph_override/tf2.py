@@ -21,13 +21,14 @@ that has imported ``graph_override.tf2``. See docs/guide/tf2.md.
 
 import tensorflow as tf
 
-from graph_override import _family, _keras, estimators
-from graph_override._allowed import allow_op_functions
+from graph_override import estimators
+from graph_override._families import functions, keras_saving
+from graph_override._trust.allowed import allow_op_functions
 from graph_override.legacy import OpWithGradient, op_with_gradient
 
-# The estimator functions are made from the table (see _family.define).
+# The estimator functions are made from the table (see functions.define).
 __all__ = ["Estimator", "OpWithGradient", "allow_op_functions", "op_with_gradient"] + list(
-    _family.ESTIMATOR_FUNCTIONS)
+    functions.ESTIMATOR_FUNCTIONS)
 
 
 def _apply(estimator, x, name, params):
@@ -46,7 +47,7 @@ def _apply(estimator, x, name, params):
         return estimator_op(x)
 
 
-_FUNCTIONS = _family.define(__name__, "tf2", _apply)
+_FUNCTIONS = functions.define(__name__, "tf2", _apply)
 globals().update(_FUNCTIONS)
 
 
@@ -100,9 +101,9 @@ class Estimator:
                             "of an estimator, such as %r, got %r" % (
                                 name if name in estimators.ESTIMATORS else "ste_sign",
                                 estimator))
-        estimators.spec(estimator, where="Estimator(%r)" % estimator)
+        spec = estimators.spec(estimator, where="Estimator(%r)" % estimator)  # one look-up
         self._estimator = estimator
-        self._params = estimators.normalize(estimator, params)
+        self._params = estimators.normalize(spec, params)
 
     @property
     def estimator(self):
@@ -114,7 +115,7 @@ class Estimator:
         """Every parameter of the estimator, defaults filled in (a new dict)."""
         return dict(self._params)
 
-    __name__ = property(_keras.no_name)
+    __name__ = property(keras_saving.no_name)
 
     def __call__(self, x, name=None):
         """The estimator with its settings applied to `x` (``name``: the name
@@ -147,4 +148,4 @@ class Estimator:
             "%s=%r" % kv for kv in self._params.items()])
 
 
-_keras.register(list(_FUNCTIONS.values()) + [Estimator])
+keras_saving.register(list(_FUNCTIONS.values()) + [Estimator])

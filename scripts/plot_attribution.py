@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402  pylint: disable=wrong-import-position
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # digits_cnn beside us
 import digits_cnn  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
-from graph_override._atomic import atomic_write  # noqa: E402  pylint: disable=wrong-import-position
+from graph_override._files.atomic import atomic_write  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "attribution.png"

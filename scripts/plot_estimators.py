@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402  pylint: disable=wrong-import-position
 import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-position
 
 from graph_override import estimators, tf2  # noqa: E402  pylint: disable=wrong-import-position
-from graph_override._atomic import atomic_write  # noqa: E402  pylint: disable=wrong-import-position
+from graph_override._files.atomic import atomic_write  # noqa: E402  pylint: disable=wrong-import-position
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "docs" / "estimators.png"
@@ -131,7 +131,7 @@ def draw(curves):
 
 
 def save_png(fig, path):
-    """Saves `fig` as a PNG atomically (graph_override._atomic), so no
+    """Saves `fig` as a PNG atomically (graph_override._files.atomic), so no
     partial PNG is ever left at `path`."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

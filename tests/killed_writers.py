@@ -1,5 +1,5 @@
 """A writer killed with SIGKILL at a point it announces: shared by the tests
-of graph_override._atomic and graph_override._atomic_dir."""
+of graph_override._files.atomic and graph_override._files.atomic_dir."""
 
 import os
 import signal

@@ -9,8 +9,9 @@ import threading
 import pytest
 
 from killed_writers import kill_when_ready
-from graph_override import _atomic, errors
-from graph_override._atomic import atomic_write
+from graph_override import errors
+from graph_override._files import atomic
+from graph_override._files.atomic import atomic_write
 
 # The same on every TensorFlow release by construction (it writes files;
 # no TensorFlow or Keras code runs):
@@ -157,7 +158,7 @@ atomic.atomic_write(sys.argv[2], b"x" * 1000000, verify=stall, exclusive=True)
 
 def test_a_writer_killed_mid_write_leaves_no_target_and_no_lasting_temporary(tmp_path):
     target, ready = tmp_path / "out.bin", tmp_path / "ready"
-    kill_when_ready(_KILLED_WRITER, ready, _atomic.__file__, target, ready)
+    kill_when_ready(_KILLED_WRITER, ready, atomic.__file__, target, ready)
     assert not target.exists()
     assert len(_leftovers(tmp_path)) == 1  # what SIGKILL leaves: a hidden temporary
     atomic_write(str(target), b"next run", exclusive=True)
@@ -219,7 +220,7 @@ def test_every_legal_name_length_is_written(tmp_path, length):
 def _dead_pid(digits):
     """A pid of `digits` digits that no process has here."""
     for pid in range(10 ** (digits - 1), 10 ** digits):
-        if not _atomic._pid_running(pid):
+        if not atomic._pid_running(pid):
             return pid
     pytest.skip("every %d-digit pid runs here" % digits)
 
@@ -232,13 +233,13 @@ def test_temporaries_of_long_names_are_unique_and_removed_when_stale(tmp_path, m
     name = "\u00e9" * 127  # 254 bytes
     dead = _dead_pid(digits)
     with monkeypatch.context() as patch:
-        patch.setattr(_atomic.os, "getpid", lambda: dead)
-        prefix = _atomic.temp_prefix(str(tmp_path / name))
+        patch.setattr(atomic.os, "getpid", lambda: dead)
+        prefix = atomic.temp_prefix(str(tmp_path / name))
     assert prefix.endswith(".%d." % dead)
     stale = prefix + "abcdefgh.tmp"
     assert len(os.fsencode(stale)) <= 255
     (tmp_path / stale).write_bytes(b"half")
-    assert _atomic.stale_names(str(tmp_path / name)) == [(stale, dead)]
+    assert atomic.stale_names(str(tmp_path / name)) == [(stale, dead)]
     atomic_write(str(tmp_path / name), b"data")
     assert sorted(os.listdir(tmp_path)) == [name]
 
@@ -248,7 +249,7 @@ def test_an_error_names_the_target_not_the_temporary(tmp_path, monkeypatch):
         raise PermissionError(errno.EACCES, "Permission denied",
                               os.path.join(dir, prefix + "abcdefgh" + suffix))
 
-    monkeypatch.setattr(_atomic.tempfile, "mkstemp", refused)
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", refused)
     with pytest.raises(PermissionError) as info:
         atomic_write(str(tmp_path / "out.bin"), b"data")
     assert info.value.filename == str(tmp_path / "out.bin")
@@ -289,7 +290,7 @@ def test_without_hard_links_the_exclusive_write_never_shows_an_empty_target(
 
 def test_without_renameat2_and_hard_links_the_claim_still_refuses(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "link", _no_links)
-    monkeypatch.setattr(_atomic, "_renameat2", None)
+    monkeypatch.setattr(atomic, "_renameat2", None)
     atomic_write(str(tmp_path / "out.bin"), b"first", exclusive=True)
     with pytest.raises(FileExistsError):
         atomic_write(str(tmp_path / "out.bin"), b"second", exclusive=True)
@@ -299,7 +300,7 @@ def test_without_renameat2_and_hard_links_the_claim_still_refuses(tmp_path, monk
 _KILLED_AT_THE_FINAL_STEP = r"""
 import errno, os, sys, time
 sys.path.insert(0, sys.argv[4])
-from graph_override import _atomic as atomic
+from graph_override._files import atomic
 
 def no_links(src, dst):
     raise OSError(errno.EPERM, "Operation not permitted")
@@ -321,7 +322,7 @@ atomic.atomic_write(sys.argv[2], b"x" * 1000000, exclusive=True)
 
 def test_without_hard_links_a_kill_at_the_final_step_leaves_no_empty_target(tmp_path):
     target, ready = tmp_path / "out.bin", tmp_path / "ready"
-    root = os.path.dirname(os.path.dirname(os.path.abspath(_atomic.__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(atomic.__file__)))
     kill_when_ready(_KILLED_AT_THE_FINAL_STEP, ready, "-", target, ready, root)
     assert not os.path.lexists(target)  # before: a 0-byte out.bin, refused ever after
     atomic_write(str(target), b"next run", exclusive=True)

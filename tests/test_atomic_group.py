@@ -7,15 +7,16 @@ import os
 
 import pytest
 
-from graph_override import _atomic, _atomic_group, errors
-from graph_override._atomic_group import write_all
+from graph_override import errors
+from graph_override._files import atomic, atomic_group
+from graph_override._files.atomic_group import write_all
 
 # The same on every TensorFlow release by construction (it writes groups of files;
 # no TensorFlow or Keras code runs):
 # compat/run.sh runs it under the newest release only.
 pytestmark = pytest.mark.release_independent
 
-_real_write = _atomic.atomic_write
+_real_write = atomic.atomic_write
 
 
 def _hidden(folder):
@@ -29,7 +30,7 @@ def _fail_on(monkeypatch, target, error):
             raise error
         _real_write(path, data, **kwargs)
 
-    monkeypatch.setattr(_atomic, "atomic_write", write)
+    monkeypatch.setattr(atomic, "atomic_write", write)
 
 
 def _state(folder, names):
@@ -50,8 +51,8 @@ def test_every_file_is_written_and_no_kept_link_stays(tmp_path):
     (tmp_path / "maps.npy").write_bytes(b"old maps")
     write_all(_files(tmp_path), replace=True)
     assert _state(tmp_path, ["maps.npy", "maps.png"]) == {
-        "maps.npy": (b"new maps", 0o666 & ~_atomic._umask()),
-        "maps.png": (b"new png", 0o666 & ~_atomic._umask())}
+        "maps.npy": (b"new maps", 0o666 & ~atomic._umask()),
+        "maps.png": (b"new png", 0o666 & ~atomic._umask())}
     assert os.stat(tmp_path / "maps.npy").st_nlink == 1
     assert _hidden(tmp_path) == []
 
@@ -139,8 +140,8 @@ def test_a_kept_link_of_a_killed_writer_is_removed_by_the_next_write(tmp_path, m
     with open(target, "wb") as f:
         f.write(b"old maps")
     monkeypatch.setattr(os, "getpid", lambda: 2 ** 31 - 2)  # a pid no process has
-    kept = _atomic_group._keep(target)
+    kept = atomic_group._keep(target)
     monkeypatch.undo()
-    assert os.path.basename(kept) in [n for n, _ in _atomic.stale_names(target)]
+    assert os.path.basename(kept) in [n for n, _ in atomic.stale_names(target)]
     write_all([(target, b"new maps")], replace=True)
     assert _hidden(tmp_path) == [] and open(target, "rb").read() == b"new maps"

@@ -18,10 +18,10 @@ import graph_override as go
 from graph_override import (builtin_names, frozen, overrides, registry, stopgrad,
                             testing, tf2)
 from graph_override.errors import RuleError
-from graph_override.estimators import rules
+from graph_override.estimators import attribution_ops
 from frozen_graphs import control_flow_v1
 
-SELU_SCALE, SELU_ALPHA = rules.SELU_SCALE, rules.SELU_ALPHA
+SELU_SCALE, SELU_ALPHA = attribution_ops.SELU_SCALE, attribution_ops.SELU_ALPHA
 ALPHA = 0.3  # LeakyRelu's slope in these tests (TensorFlow's default is 0.2)
 
 # A batch of 2N = 8 rows: inputs, then references. Per column pair the
@@ -35,8 +35,8 @@ DY = np.array([[0.5, -1.0], [0.0, 2.0], [-0.0, 1.5], [3.0, -2.0],
 THRESHOLD = 0.25
 
 DTYPES = [np.float32, np.float64]
-CASES = [(rule, op) for rule in ("guided_relu", "deconv_relu") for op in rules.RELUS] + [
-    (rule, op) for rule in ("eps_lrp", "deeplift_rescale") for op in rules.ACTIVATIONS]
+CASES = [(rule, op) for rule in ("guided_relu", "deconv_relu") for op in attribution_ops.RELUS] + [
+    (rule, op) for rule in ("eps_lrp", "deeplift_rescale") for op in attribution_ops.ACTIVATIONS]
 PARAMS = {"guided_relu": {}, "deconv_relu": {}, "eps_lrp": {"epsilon": 0.01},
           "deeplift_rescale": {"threshold": THRESHOLD}}
 
@@ -177,7 +177,7 @@ def test_guided_and_deconv_at_the_ties():
     np.testing.assert_array_equal(run("guided_relu", "Relu6"), [0, 0, 0, 0, 0, 0, 0, 0])
     np.testing.assert_array_equal(run("guided_relu", "LeakyRelu"),
                                   np.float32([ALPHA, ALPHA, 0, 0, 0, 1, 3, 0]))
-    for op in rules.RELUS:
+    for op in attribution_ops.RELUS:
         got = run("deconv_relu", op)
         np.testing.assert_array_equal(got, [1, 1, 0, 0, 0, 1, 3, 0])
         assert not np.signbit(got).any(), op  # +0 where dy <= 0, never -0
@@ -201,9 +201,9 @@ def test_deeplift_falls_back_to_the_ops_own_gradient_where_x_equals_r():
     derivatives the rule writes out)."""
     half = np.array([[-2.0, -0.5, 0.0, 0.3, 1.0, 5.0, 6.0, 7.0]])
     x = np.concatenate([half, half])
-    for op in rules.ACTIVATIONS:
+    for op in attribution_ops.ACTIVATIONS:
         def plain(t, op=op):  # the op alone, with TensorFlow's own gradient
-            return rules.forward(t, {"activation": op, "alpha": ALPHA})
+            return attribution_ops.forward(t, {"activation": op, "alpha": ALPHA})
         want = testing.evaluate(plain, x, "eager").gradients[0]
         got = testing.evaluate(lambda t, op=op: tf2.deeplift_rescale(
             t, activation=op, alpha=ALPHA), x, "eager").gradients[0]
@@ -237,7 +237,7 @@ def test_deeplift_summation_to_delta_on_a_two_layer_net():
     x, r = rng.randn(3, 5), rng.randn(3, 5) * 0.1
     batch = np.concatenate([x, r]).astype(np.float32)
     upstream = np.concatenate([np.ones((3, 1)), np.zeros((3, 1))]).astype(np.float32)
-    for op in rules.ACTIVATIONS:
+    for op in attribution_ops.ACTIVATIONS:
         def net(t, family, op=op):
             act = lambda h: family.deeplift_rescale(h, activation=op)  # noqa: E731
             h = act(tf.matmul(t, tf.constant(w1, t.dtype)) + tf.constant(b1, t.dtype))
@@ -265,13 +265,13 @@ FUSED = {"Relu": "ReluGrad", "Relu6": "Relu6Grad", "LeakyRelu": "LeakyReluGrad"}
 
 @pytest.mark.parametrize("rule,op", list(PASSES), ids=["%s-%s" % c for c in PASSES])
 def test_each_rule_makes_few_passes_over_the_activation(rule, op, monkeypatch):
-    """The separate ops (float16, bfloat16, eager, a GPU, rules.FUSE off)."""
-    monkeypatch.setattr(rules, "FUSE", False)
+    """The separate ops (float16, bfloat16, eager, a GPU, attribution_ops.FUSE off)."""
+    monkeypatch.setattr(attribution_ops, "FUSE", False)
     with tf.Graph().as_default() as g:
         x = tf.compat.v1.placeholder(tf.float32, [8, 5])
         dy = tf.compat.v1.placeholder(tf.float32, [8, 5])
         params = dict(go.estimators.normalize(rule, PARAMS[rule]), activation=op, alpha=ALPHA)
-        y = rules.forward(x, params)
+        y = attribution_ops.forward(x, params)
         before = len(g.get_operations())
         go.estimators.gradient(rule, x, dy, params, y=y)
         types = [o.type for o in g.get_operations()[before:]
@@ -320,13 +320,13 @@ def _bits(a):
 @pytest.mark.parametrize("rule,op", CASES, ids=["%s-%s" % c for c in CASES])
 def test_the_fused_gradient_has_the_bits_of_the_separate_ops(rule, op, dtype, monkeypatch):
     x, dy = (tf.constant(a) for a in _special_grid(dtype))
-    monkeypatch.setattr(rules, "FUSE", False)
+    monkeypatch.setattr(attribution_ops, "FUSE", False)
     separate, none = _built_gradient(rule, op, x, dy, PARAMS[rule])
-    monkeypatch.setattr(rules, "FUSE", True)
+    monkeypatch.setattr(attribution_ops, "FUSE", True)
     fused, compiled = _built_gradient(rule, op, x, dy, PARAMS[rule])
     assert none == 0
     assert compiled == (rule in ("eps_lrp", "deeplift_rescale")
-                        and (rule, op) not in rules._UNFUSED)
+                        and (rule, op) not in attribution_ops._UNFUSED)
     mismatch = np.flatnonzero(_bits(separate) != _bits(fused))
     assert mismatch.size == 0, [(x.numpy()[i], dy.numpy()[i], separate[i], fused[i])
                                 for i in mismatch[:5]]
@@ -345,7 +345,7 @@ def test_without_xla_the_rules_keep_their_separate_ops(monkeypatch):
     x = tf.constant(np.array(X, np.float32))
     fused, compiled = _built_gradient("eps_lrp", "Relu", x, tf.ones_like(x), {})
     assert compiled == 1
-    monkeypatch.setattr(rules._start_xla_quietly, "works", False)
+    monkeypatch.setattr(attribution_ops._start_xla_quietly, "works", False)
     separate, none = _built_gradient("eps_lrp", "Relu", x, tf.ones_like(x), {})
     assert none == 0
     np.testing.assert_array_equal(_bits(separate), _bits(fused))
@@ -357,7 +357,7 @@ def test_a_rule_in_a_session_fused_and_in_a_tf1_while_loop_separate():
     (v1 control flow would not carry the call's inputs between its frames),
     and both equal the separate ops'."""
     def run(fuse):
-        rules.FUSE = fuse
+        attribution_ops.FUSE = fuse
         try:
             with tf.Graph().as_default() as g:
                 x = tf.compat.v1.placeholder(tf.float32, [None, 3])
@@ -376,7 +376,7 @@ def test_a_rule_in_a_session_fused_and_in_a_tf1_while_loop_separate():
                 with tf.compat.v1.Session() as sess:
                     return sess.run(dx, {x: [[1.0, -0.25, 0.5], [2.0, 0.0, -1.0]]}), compiled
         finally:
-            rules.FUSE = True
+            attribution_ops.FUSE = True
     separate, none = run(False)
     fused, compiled = run(True)
     assert none == 0 and compiled == 1
@@ -521,7 +521,7 @@ def _shared_reference_gradients(family, mode, op, dtype, shared):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["float32", "float64"])
-@pytest.mark.parametrize("op", rules.ACTIVATIONS)
+@pytest.mark.parametrize("op", attribution_ops.ACTIVATIONS)
 def test_deeplift_with_a_shared_reference_equals_the_reference_repeated(op, dtype):
     """N + 1 rows give the inputs' gradients of 2N rows bit for bit, in the
     three families (the graph ones fused where that applies), and the

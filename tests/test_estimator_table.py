@@ -15,7 +15,8 @@ import pytest
 import warm_python
 import tensorflow as tf
 
-from graph_override import _docs, _family, estimators, overrides, registry, stopgrad, tf2
+from graph_override import estimators, overrides, registry, stopgrad, tf2
+from graph_override._families import docstrings, functions
 from graph_override.commands import demo
 from graph_override.errors import UnknownEstimatorError
 
@@ -41,7 +42,7 @@ def recipe_record():
     lambda: estimators.registry_gradient("ste_sing", {}),
     lambda: overrides.gradient_name("ste_sing"),
     lambda: tf2.Estimator("ste_sing"),
-    lambda: _docs.docstring("ste_sing", "tf2"),
+    lambda: docstrings.docstring("ste_sing", "tf2"),
 ], ids=["spec", "normalize", "forward", "gradient", "multiplier", "registry_gradient",
         "gradient_name", "Estimator", "docstring"])
 def test_an_unknown_name_raises_everywhere_and_suggests_the_nearest(call):
@@ -61,7 +62,7 @@ def test_a_family_never_falls_through_to_a_default(apply):
 
 def test_the_families_are_the_table():
     names = set(estimators.ESTIMATORS)
-    assert set(_family.ESTIMATOR_FUNCTIONS) == names
+    assert set(functions.ESTIMATOR_FUNCTIONS) == names
     assert set(tf2.__all__) == names | {"Estimator", "OpWithGradient", "allow_op_functions",
                                         "op_with_gradient"}
     assert set(overrides.__all__) == names | {"gradient_name"}

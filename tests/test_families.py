@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_override import _family, estimators, overrides, stopgrad, testing, tf2
+from graph_override import estimators, overrides, stopgrad, testing, tf2
+from graph_override._families import functions
 
 DTYPES = ["float16", "bfloat16", "float32", "float64"]
 
@@ -283,7 +284,7 @@ def test_zero_never_maps_to_zero_in_sign_estimators():
             np.testing.assert_array_equal(got.outputs, [1.0, 1.0])
 
 
-@pytest.mark.parametrize("name", _family.ESTIMATOR_FUNCTIONS)
+@pytest.mark.parametrize("name", functions.ESTIMATOR_FUNCTIONS)
 def test_non_finite_inputs_forward_is_exact_in_every_family(name):
     params = {"scale_gradient": {"scale": 2.0},
               "clip_gradient": {"clip_value_min": -1.0, "clip_value_max": 1.0}}.get(name, {})
@@ -307,7 +308,7 @@ def test_flip_gradient_keeps_negative_zero():
         assert np.signbit(got.outputs).tolist() == [True, False]
 
 
-@pytest.mark.parametrize("name", _family.ESTIMATOR_FUNCTIONS)
+@pytest.mark.parametrize("name", functions.ESTIMATOR_FUNCTIONS)
 def test_same_signatures_in_every_family(name):
     sig = inspect.signature(getattr(tf2, name))
     assert inspect.signature(getattr(overrides, name)) == sig
@@ -320,7 +321,7 @@ def test_same_signatures_in_every_family(name):
 
 
 def test_larq_defaults():
-    sig = {n: inspect.signature(getattr(tf2, n)) for n in _family.ESTIMATOR_FUNCTIONS}
+    sig = {n: inspect.signature(getattr(tf2, n)) for n in functions.ESTIMATOR_FUNCTIONS}
     assert sig["ste_sign"].parameters["clip_value"].default == 1.0
     assert sig["swish_sign"].parameters["beta"].default == 5.0
     assert sig["ste_tern"].parameters["threshold_value"].default == 0.05
@@ -488,11 +489,11 @@ def test_autograph_runs_each_estimator_as_it_is_without_a_warning(family):
         with tf.GradientTape() as tape:
             tape.watch(x)
             ys = [getattr(family, name)(x, **_required(name))
-                  for name in _family.ESTIMATOR_FUNCTIONS]
+                  for name in functions.ESTIMATOR_FUNCTIONS]
         return ys, tape.gradient(ys, x)
 
     with _Records() as records:
         ys, _ = tf.function(every_estimator)(x)
     assert [r.getMessage() for r in records] == []
-    for name, y in zip(_family.ESTIMATOR_FUNCTIONS, ys):
+    for name, y in zip(functions.ESTIMATOR_FUNCTIONS, ys):
         np.testing.assert_array_equal(y.numpy(), getattr(tf2, name)(x, **_required(name)))

@@ -15,7 +15,8 @@ import pytest
 import warm_python
 import tensorflow as tf
 
-from graph_override import _keras, tf2
+from graph_override import tf2
+from graph_override._families import keras_saving
 
 KERAS_3 = int(keras.__version__.split(".")[0]) >= 3
 # Keras 2.15 saves a custom activation function to HDF5 in a form its own
@@ -168,7 +169,7 @@ def test_estimators_are_found_by_their_keras_name(name):
 
 def test_registration_is_repeatable():
     # A second registration (a reloaded module) is a no-op, not an error.
-    _keras.register([tf2.ste_sign, tf2.Estimator])
+    keras_saving.register([tf2.ste_sign, tf2.Estimator])
     assert keras.utils.get_registered_object("graph_override>ste_sign") is tf2.ste_sign
     assert keras.utils.get_registered_object("graph_override>Estimator") is tf2.Estimator
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_override import _allowed, tf2
+from graph_override import tf2
+from graph_override._trust import allowed
 from graph_override.errors import SerializationError
 from graph_override.tf2 import OpWithGradient, op_with_gradient
 
@@ -175,17 +176,17 @@ def test_a_file_naming_a_users_function_loads_when_the_user_names_it(tmp_path, f
     "compat.v1.floor", "compat.v1.nn.relu", "einsum", "fingerprint", "raw_ops.Sign",
     "raw_ops.Round", "raw_ops.Relu", "raw_ops.MatMul", "raw_ops.Identity", "raw_ops.Floor"])
 def test_pure_op_functions_are_allowed(path):
-    fn = _allowed.pure_tf_op(path)
+    fn = allowed.pure_tf_op(path)
     assert fn is not None and fn is eval("tf." + path)  # pylint: disable=eval-used
 
 
 def test_every_allowed_raw_op_is_stateless_and_self_contained():
-    allowed = [n for n in dir(tf.raw_ops) if _allowed.pure_raw_op(n)]
-    assert 300 < len(allowed) < len(dir(tf.raw_ops))
+    pure = [n for n in dir(tf.raw_ops) if allowed.pure_raw_op(n)]
+    assert 300 < len(pure) < len(dir(tf.raw_ops))
     from graph_override.frozen import RISKY_OPS  # pylint: disable=import-outside-toplevel
-    from graph_override import _compat  # pylint: disable=import-outside-toplevel
-    for name in allowed:
-        op_def = _compat.op_def(name)
+    from graph_override._tensorflow import compat  # pylint: disable=import-outside-toplevel
+    for name in pure:
+        op_def = compat.op_def(name)
         assert not op_def.is_stateful, name
         assert name not in RISKY_OPS, name
         assert not any(a.type in ("func", "list(func)") for a in op_def.attr), name
@@ -193,18 +194,18 @@ def test_every_allowed_raw_op_is_stateless_and_self_contained():
                  "DecodeProtoV2", "ImmutableConst", "StatefulPartitionedCall",
                  "PartitionedCall", "TFRecordDatasetV2", "Assign", "ApplyGradientDescent",
                  "StatelessRandomUniformV2", "NoSuchOp", "_Send"):
-        assert not _allowed.pure_raw_op(name), name
+        assert not allowed.pure_raw_op(name), name
 
 
 def test_every_allowed_function_comes_from_a_pure_namespace_and_module():
     count = 0
-    for space in _allowed.PURE_NAMESPACES:
+    for space in allowed.PURE_NAMESPACES:
         root = tf
         for part in space.split(".") if space else ():
             root = getattr(root, part)
         for attr in dir(root):
             path = "%s.%s" % (space, attr) if space else attr
-            fn = _allowed.pure_tf_op(path)
+            fn = allowed.pure_tf_op(path)
             if fn is not None:
                 count += 1
                 assert fn.__module__.startswith("tensorflow.python.ops."), path
@@ -217,12 +218,12 @@ def test_allow_op_functions_checks_its_arguments_and_restores():
         tf2.allow_op_functions("not a module")
     with pytest.raises(TypeError, match="dotted module names"):
         tf2.allow_op_functions(3)
-    assert not _allowed.allowed_module("pkg_a.ops")
+    assert not allowed.allowed_module("pkg_a.ops")
     with tf2.allow_op_functions("pkg_a") as allowance:
         assert allowance.modules == ("pkg_a",)
-        assert _allowed.allowed_module("pkg_a.ops") and _allowed.allowed_module("pkg_a")
-        assert not _allowed.allowed_module("pkg_ab")
+        assert allowed.allowed_module("pkg_a.ops") and allowed.allowed_module("pkg_a")
+        assert not allowed.allowed_module("pkg_ab")
         with tf2.allow_op_functions("pkg_a", "pkg_b") as inner:
             assert inner.modules == ("pkg_b",)
-        assert _allowed.allowed_module("pkg_a") and not _allowed.allowed_module("pkg_b")
-    assert not _allowed.allowed_module("pkg_a")
+        assert allowed.allowed_module("pkg_a") and not allowed.allowed_module("pkg_b")
+    assert not allowed.allowed_module("pkg_a")

@@ -19,7 +19,8 @@ import warm_python
 import tensorflow as tf
 
 import graph_override as go
-from graph_override import _compat, registry, testing, tf2
+from graph_override import registry, testing, tf2
+from graph_override._tensorflow import compat
 from graph_override.errors import SerializationError, UnknownGradientError
 from graph_override.tf2 import Estimator, OpWithGradient, op_with_gradient
 
@@ -141,14 +142,14 @@ FRESH = textwrap.dedent('''
     sys.path.insert(0, folder)
     import keras
     import graph_override.tf2  # registers the estimators and classes with Keras
-    from graph_override import _compat
+    from graph_override._tensorflow import compat
     import ks_user_layer
     from ks_probe import probe
     plan = json.load(open(os.path.join(folder, "plan.json")))
     BUILTIN = "graph_override.ste_sign(clip_value=0.5)"
     # The user's op functions are of a module the user allows (not imported yet).
     graph_override.tf2.allow_op_functions("ks_user_ops")
-    out = {"builtin_before": _compat.has_gradient_entry(BUILTIN), "early": {}, "loaded": {}}
+    out = {"builtin_before": compat.has_gradient_entry(BUILTIN), "early": {}, "loaded": {}}
     # Before the user's module is imported, models that need it do not load.
     for name, path in plan["early"].items():
         try:
@@ -163,7 +164,7 @@ FRESH = textwrap.dedent('''
         for fmt, path in case["paths"].items():
             model = keras.models.load_model(path)
             out["loaded"][name][fmt] = probe(model, case["x"], case["u"])
-    out["builtin_after"] = _compat.has_gradient_entry(BUILTIN)
+    out["builtin_after"] = compat.has_gradient_entry(BUILTIN)
     print(json.dumps(out))
 ''')
 
@@ -586,9 +587,9 @@ def test_a_gradient_function_is_saved_under_its_registered_name():
     assert registry.registered_name(my_grad) == name
     assert op_with_gradient(tf.sign, my_grad).get_config()["gradient"] == name
     # TensorFlow's own: the function registered for Identity.
-    identity_grad = _compat.lookup_gradient("Identity")
+    identity_grad = compat.lookup_gradient("Identity")
     assert registry.registered_name(identity_grad) is not None
-    assert _compat.lookup_gradient(registry.registered_name(identity_grad)) is identity_grad
+    assert compat.lookup_gradient(registry.registered_name(identity_grad)) is identity_grad
 
 
 @pytest.mark.parametrize("op_fn,name", [

@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 import graph_override as go
-from graph_override import _tracing, overrides, testing, tf2
+from graph_override import overrides, testing, tf2
+from graph_override._families import tracing
 from graph_override.errors import GradientContractError, UnknownGradientError
 from graph_override.tf2 import op_with_gradient
 
@@ -423,13 +424,13 @@ def test_op_function_must_create_one_op(op_fn, match):
 
 def test_the_scratch_graph_is_traced_once_per_signature(monkeypatch):
     calls = []
-    real = _tracing.trace
+    real = tracing.trace
 
     def counting(*args):
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(_tracing, "trace", counting)
+    monkeypatch.setattr(tracing, "trace", counting)
     fn = op_with_gradient(tf.sign, sign_ste_grad)
     for _ in range(3):
         fn(tf.constant(X))

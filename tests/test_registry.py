@@ -12,7 +12,8 @@ import warm_python
 import tensorflow as tf
 
 import graph_override as go
-from graph_override import _compat, builtin_names, overrides, registry
+from graph_override import builtin_names, overrides, registry
+from graph_override._tensorflow import compat
 
 
 def _grad_x2(op, grad):
@@ -153,7 +154,7 @@ def test_builtin_names_describe_themselves_and_round_trip():
 
 def test_builtin_names_resolve_on_demand_also_when_not_canonical():
     name = "graph_override.ste_sign(clip_value=2)"  # int, as a person might write it
-    assert _compat.lookup_gradient(name) is None
+    assert compat.lookup_gradient(name) is None
     assert go.is_resolvable(name)
     assert go.resolve(name) == name
     np.testing.assert_array_equal(_gradient_through(name, [-3.0, -2.0, 0.0, 1.5, 2.5]),
@@ -432,10 +433,10 @@ def test_the_example_name_of_required_and_optional_parameters(monkeypatch):
     """An estimator with a required parameter and a defaulted one: the hint
     writes the default (this line once raised NameError: the formatter had
     moved to another module)."""
-    from graph_override import estimators  # pylint: disable=import-outside-toplevel
-    mixed = types.SimpleNamespace(defaults=(("scale", None), ("clip_value", 0.5)),
+    from graph_override.estimators import _record  # pylint: disable=import-outside-toplevel
+    mixed = types.SimpleNamespace(name="mixed", defaults=(("scale", None), ("clip_value", 0.5)),
                                   name_params=("scale", "clip_value"))
-    monkeypatch.setattr(estimators, "ESTIMATORS", dict(estimators.ESTIMATORS, mixed=mixed))
+    monkeypatch.setitem(_record._TABLE, "mixed", mixed)  # pylint: disable=protected-access
     with pytest.raises(go.UnknownGradientError) as info:
         go.resolve("graph_override.mixed(clip_value=2)")
     assert "Did you mean 'graph_override.mixed(scale=..., clip_value=0.5)'?" in str(info.value)

@@ -70,7 +70,7 @@ def machine():
 
 def write_file(path, data):
     """Atomically writes bytes `data` to `path`, creating its folder."""
-    from graph_override._atomic import atomic_write  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic import atomic_write  # pylint: disable=import-outside-toplevel
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(str(path), data)

@@ -12,7 +12,7 @@ before its arithmetic. They are gradient functions of the user's own kind,
 named ``bench_floors:FUNCTION`` in the rules (tools/ is on the child's path).
 """
 
-from graph_override.estimators.rules import ACTIVATIONS  # the op types epsilon-LRP covers
+from graph_override.estimators.attribution_ops import ACTIVATIONS  # the op types epsilon-LRP covers
 
 _COMPILED = {}
 

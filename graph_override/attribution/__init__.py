@@ -26,14 +26,14 @@ method defines (op types its rules do not cover: `CoverageWarning`, with the
 completeness gap where the method has one) or vanish (`VanishingMapsWarning`):
 see `graph_override.attribution.checks`.
 
-Names are imported on first use, so `graph_override.attribution.rules` (the
+Names are imported on first use, so `graph_override.attribution.method_table` (the
 method table) loads without TensorFlow.
 """
 
 import importlib
 
 _NAMES = dict(
-    [(n, "graph_override.attribution.rules") for n in (
+    [(n, "graph_override.attribution.method_table") for n in (
         "LINEAR_OPS", "METHODS", "MethodSpec", "NONLINEAR_OPS", "RELU_OPS", "method_spec",
         "rule_strings")]
     + [(n, "graph_override.attribution.engine") for n in ("Explainer", "attribute")]

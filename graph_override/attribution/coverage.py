@@ -46,8 +46,8 @@ import os
 
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _compat
-from graph_override.attribution import rules as rules_lib
+from graph_override._tensorflow import compat
+from graph_override.attribution import method_table
 from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.functions import (CALL_OPS, CONTROL_FLOW_OPS,
                                                       called_functions)
@@ -103,7 +103,7 @@ class CoverageReport:
                 "uncovered": list(self.uncovered), "ok": self.ok}
 
     def format(self):
-        spec = rules_lib.METHODS[self.method]
+        spec = method_table.METHODS[self.method]
         rules = _rules_text(spec)
         lines = ["method %s (%s): %d node(s) on the path from %s to %s; %s%d linear" % (
             self.method, rules, self.path_nodes, ", ".join(self.inputs),
@@ -217,9 +217,9 @@ def _reason(node, spec, failure, advice="python"):
         return ("batch normalization in training mode (is_training=True) normalizes by "
                 "the batch's own statistics: one example's map depends on the others. "
                 "Freeze the model in inference mode (training=False)")
-    if node.op in rules_lib.LINEAR_OPS or not spec.rules:
+    if node.op in method_table.LINEAR_OPS or not spec.rules:
         return None
-    if not _compat.is_op_type(node.op):
+    if not compat.is_op_type(node.op):
         return ("unknown op type (a custom op): not registered in this TensorFlow; "
                 "load its library (tf.load_op_library) to run the model")
     own = ("--map %s=MODULE:FUNCTION" if advice == "cli"
@@ -299,7 +299,7 @@ def coverage_report(model, method, *, inputs=None, outputs=None, also_covered=()
       ConversionError: a name that is not a node of the graph (with close
         names); GraphDefError: a file that is not a GraphDef.
     """
-    spec = rules_lib.method_spec(method)
+    spec = method_table.method_spec(method)
     if isinstance(model, graph_pb2.GraphDef) and session is None:
         graph_def, source = model, source or "<GraphDef>"
     elif isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
@@ -324,7 +324,7 @@ def coverage_report(model, method, *, inputs=None, outputs=None, also_covered=()
             continue
         reason = _reason(node, spec, failures.get(name), advice)
         if reason is None:
-            linear += node.op in rules_lib.LINEAR_OPS
+            linear += node.op in method_table.LINEAR_OPS
             continue
         entry = bad.setdefault((node.op, reason), {"op": node.op, "count": 0, "nodes": [],
                                                    "reason": reason})

@@ -19,12 +19,12 @@ import warnings
 
 import tensorflow as tf
 
-from graph_override import _compat
+from graph_override._tensorflow import compat
 from graph_override.attribution import checks, coverage, gradcam, methods, models, targets
-from graph_override.attribution import rules as method_table
+from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.estimators import normalize
-from graph_override.frozen.patching.rules import as_rules
+from graph_override.frozen.patching.patch_rules import as_rules
 from graph_override.frozen.tf2.function import FrozenFunction
 
 __all__ = ["Explainer", "attribute"]
@@ -71,7 +71,7 @@ class Explainer:
     """
 
     def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=()):
-        with _compat.eager_scope():  # a TF1 caller may be inside its graph.as_default()
+        with compat.eager_scope():  # a TF1 caller may be inside its graph.as_default()
             self._init(model, inputs, outputs, session, rules)
 
     def _init(self, model, inputs, outputs, session, rules):
@@ -168,7 +168,7 @@ class Explainer:
           AttributionError: an unknown method or option, x of the wrong shape
             or dtype, a target or baseline that does not fit.
         """
-        with _compat.eager_scope():  # not the caller's graph: the maps are computed eagerly
+        with compat.eager_scope():  # not the caller's graph: the maps are computed eagerly
             return self._attribute(method, x, target, options)
 
     def _attribute(self, method, x, target, options):

@@ -28,7 +28,7 @@ import dataclasses
 import numpy as np
 
 from graph_override.attribution import targets as target_lib
-from graph_override.attribution.rules import RIEMANN_RULES
+from graph_override.attribution.method_table import RIEMANN_RULES
 from graph_override.errors import AttributionError
 
 __all__ = ["Attribution", "RIEMANN_RULES", "deeplift", "eps_lrp", "gradient_input",

@@ -19,7 +19,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from graph_override import _compat
+from graph_override._tensorflow import compat
 from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.io import load
 from graph_override.frozen.graphdef.views import ancestors
@@ -214,7 +214,7 @@ def from_callable(model, x):
             "model %s returns %s, not one tensor; wrap it so that it returns the "
             "output to explain, e.g. lambda x: model(x)[0]" % (
                 name, type(outputs).__name__))
-    frozen = _compat.freeze_concrete_function(concrete)
+    frozen = compat.freeze_concrete_function(concrete)
     return ModelGraph(frozen.graph.as_graph_def(), frozen.inputs[0].name,
                       frozen.outputs[0].name, "model %s" % name)
 
@@ -324,7 +324,7 @@ def _two_output_graph(model, inputs, layer_output, output, x, what, layer):
                                "inputs of model %s (%s); pass a tensor name of the frozen "
                                "graph instead" % (what, layer.name, name, e)) from e
     concrete = _trace(lambda t: both(t, training=False), name, x)
-    frozen = _compat.freeze_concrete_function(concrete)
+    frozen = compat.freeze_concrete_function(concrete)
     graph_def = frozen.graph.as_graph_def()
     tensor = _before_identities(graph_def, frozen.outputs[0].name)
     reached = ancestors({n.name: n.input for n in graph_def.node},

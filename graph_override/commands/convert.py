@@ -1,9 +1,11 @@
 """graph-override convert: a frozen GraphDef as a TF2 SavedModel."""
 
+import functools
 import os
 import sys
 
 from graph_override.commands._rules import add_model_and_rules, own_functions, parse_rules
+from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "turn a frozen GraphDef into a TF2 SavedModel whose gradients work"
 DESCRIPTION = (
@@ -51,9 +53,7 @@ def configure(parser):
                              "and Relu6 on a network with one of them)")
 
 
-def _usage(message):
-    print("graph-override convert: error: %s" % message, file=sys.stderr)
-    return 2
+_usage = functools.partial(usage_error, "convert")
 
 
 def _trainable(text):
@@ -63,58 +63,47 @@ def _trainable(text):
 
 
 def run(args):
-    from graph_override import _atomic_dir, frozen  # pylint: disable=import-outside-toplevel
-    from graph_override.errors import (ConversionError,  # pylint: disable=import-outside-toplevel
-                                       UnknownOpTypeError)
-    from graph_override.frozen.tf2 import save as function_save  # pylint: disable=import-outside-toplevel
+    from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    from graph_override._files import atomic_dir  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import UnknownOpTypeError  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.tf2.save import check_target, output_keys  # pylint: disable=import-outside-toplevel
     try:
         rules = parse_rules(args)
     except (frozen.RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     own = own_functions(rules)
     if own:
-        print("graph-override convert: error: %s: --map names gradient function(s) of "
-              "your own, %s; a SavedModel cannot carry them so that plain TensorFlow "
-              "differentiates it. Its portable form (stop_gradient subgraphs) expresses "
-              "only the built-in estimators, and TensorFlow's "
-              "experimental_custom_gradients keeps one traced function per gradient "
-              "name, for the first node's shapes, failing on nodes of other shapes. "
-              "Use a built-in estimator, or keep your function: graph-override patch "
-              "--map ... (then register it before running the graph), or "
-              "frozen.to_function(..., rules=[...]) in a process that imports "
-              "graph_override. Nothing written." % (
-                  args.model, ", ".join(repr(n) for n in own)), file=sys.stderr)
-        return 1
+        report_error("convert", "%s: --map names gradient function(s) of "
+                     "your own, %s; a SavedModel cannot carry them so that plain TensorFlow "
+                     "differentiates it. Its portable form (stop_gradient subgraphs) expresses "
+                     "only the built-in estimators, and TensorFlow's "
+                     "experimental_custom_gradients keeps one traced function per gradient "
+                     "name, for the first node's shapes, failing on nodes of other shapes. "
+                     "Use a built-in estimator, or keep your function: graph-override patch "
+                     "--map ... (then register it before running the graph), or "
+                     "frozen.to_function(..., rules=[...]) in a process that imports "
+                     "graph_override. Nothing written." % (
+                         args.model, ", ".join(repr(n) for n in own)))
+        return EXIT_FINDING
     out = os.path.abspath(args.output)
     if os.path.isdir(os.path.dirname(out)):  # what a killed convert left
-        for note in _atomic_dir.recover(out):
+        for note in atomic_dir.recover(out):
             print("graph-override convert: %s" % note, file=sys.stderr)
-    try:
-        # Fail on an unwritable DIR before doing the work.
-        function_save.check_target(out, args.force)
-    except ConversionError as e:
-        return _usage(str(e))
-    try:
-        # build=False: the live function (registered gradient names) is never
-        # called here; save imports the portable form only.
-        fn = frozen.FrozenFunction(args.model, args.inputs, args.outputs, rules=rules,
-                                   trainable=_trainable(args.trainable), build=False,
-                                   on_no_match="ignore" if args.allow_no_match else "raise")
-    except ConversionError as e:
-        if getattr(e, "usage", False):
-            return _usage(str(e))
-        raise
-    try:
-        fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
-    except ConversionError as e:
-        if getattr(e, "usage", False):  # DIR appeared meanwhile, a full disk
-            return _usage(str(e))
-        raise
+    # Fail on an unwritable DIR before doing the work. Bad usage here and
+    # below (a name not in the graph, DIR appearing meanwhile, a full disk) is
+    # a ConversionUsageError, which the command line reports with exit 2.
+    check_target(out, args.force)
+    # build=False: the live function (registered gradient names) is never
+    # called here; save imports the portable form only.
+    fn = frozen.FrozenFunction(args.model, args.inputs, args.outputs, rules=rules,
+                               trainable=_trainable(args.trainable), build=False,
+                               on_no_match="ignore" if args.allow_no_match else "raise")
+    fn.save(out, overwrite=args.force)  # refuses before printing a report of nothing
     if fn.patch_report is not None:
         print("%s: %s" % (args.model, fn.patch_report.format()))
     specs = ", ".join("%s %s %s" % (s.name, s.dtype.name, s.shape) for s in fn.specs()[0])
     keys = ", ".join("%r (%s)" % (key, name) for key, name in
-                     zip(function_save.output_keys(fn.outputs), fn.outputs))
+                     zip(output_keys(fn.outputs), fn.outputs))
     print("wrote %s: signature 'serving_default' (%s -> %s), %d trainable variable(s) "
           "of %d element(s)" % (args.output, specs, keys, len(fn.weights),
                                 sum(int(w.shape.num_elements()) for w in fn.weights)))

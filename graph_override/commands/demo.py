@@ -2,7 +2,8 @@
 Session, and see the three families agree."""
 
 import functools
-import sys
+
+from graph_override.commands._usage import usage_error
 
 HELP = "train a binarized network in a Session and compare the three families"
 DESCRIPTION = (
@@ -102,9 +103,7 @@ def _agrees(cell):
 
 def run(args):
     if args.epochs < 1:
-        print("graph-override demo: error: --epochs must be at least 1, got %d"
-              % args.epochs, file=sys.stderr)
-        return 2
+        return usage_error("demo", "--epochs must be at least 1, got %d" % args.epochs)
     print("Part 1: BinaryNet on scikit-learn's digits, trained in a "
           "tf.compat.v1 Session (%d epochs; scripts/train_bnn.py is the full "
           "run)\n" % args.epochs)

@@ -2,10 +2,13 @@
 (and a picture)."""
 
 import argparse
+import functools
 import io
 import os
 import stat
 import sys
+
+from graph_override.commands._usage import usage_error
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
 DESCRIPTION = (
@@ -122,7 +125,7 @@ METHOD_FLAGS = (
 
 
 def _add_method_options(parser):
-    from graph_override.attribution.rules import RIEMANN_RULES  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution.method_table import RIEMANN_RULES  # pylint: disable=import-outside-toplevel
     parser.add_argument("--no-abs", dest="abs", action="store_const", const=False,
                         help="saliency: the signed gradient (the API's abs=False); "
                              "default its absolute value")
@@ -198,9 +201,7 @@ def parse_maps(maps):
     return rules, {r.op_type for r in rules if r.op_type}
 
 
-def _usage(message):
-    print("graph-override explain: error: %s" % message, file=sys.stderr)
-    return 2
+_usage = functools.partial(usage_error, "explain")
 
 
 def _same(a, b):
@@ -213,7 +214,7 @@ def _same(a, b):
 def _check_model(path):
     """None, or why MODEL cannot be read (its content is read with
     TensorFlow's protobuf classes, later)."""
-    from graph_override._atomic import file_kind  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic import file_kind  # pylint: disable=import-outside-toplevel
     try:
         mode = os.stat(path).st_mode
     except OSError as e:
@@ -229,7 +230,7 @@ def _check_model(path):
 
 def _check_outputs(args):
     """None, or why OUT / PNG cannot be written (before any work)."""
-    from graph_override._atomic import refuse_special  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic import refuse_special  # pylint: disable=import-outside-toplevel
     from graph_override.errors import SpecialFileError  # pylint: disable=import-outside-toplevel
     outs = [("-o", args.output)] + ([("--png", args.png)] if args.png else [])
     if args.png and _same(args.output, args.png):
@@ -258,7 +259,7 @@ def _check_outputs(args):
 def _array(path, what):
     """The array in the .npy file `path`; AttributionError for anything else."""
     import numpy as np  # pylint: disable=import-outside-toplevel
-    from graph_override._atomic import file_kind  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic import file_kind  # pylint: disable=import-outside-toplevel
     from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
     try:
         if os.path.exists(path) and not os.path.isfile(path):  # np.load would wait on a FIFO
@@ -311,10 +312,10 @@ def check(args):
     read (`_array`) and kept in ``args.data_array`` and
     ``args.baseline_array`` (None for zeros) for `run`.
     """
-    from graph_override.attribution import rules  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
     from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
     try:
-        spec = rules.method_spec(args.method)
+        spec = method_table.method_spec(args.method)
     except AttributionError as e:
         return "--method: %s" % e
     message = (_check_options(args, spec) or _check_model(args.model)
@@ -377,9 +378,9 @@ def _picture_bytes(args, x, result, method):
 
 
 def _write(args, maps, picture):
-    """Writes the maps and the picture, both or neither (`_atomic_group`);
+    """Writes the maps and the picture, both or neither (`_files.atomic_group`);
     None, or why they could not be written."""
-    from graph_override._atomic_group import write_all  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic_group import write_all  # pylint: disable=import-outside-toplevel
     files = [("-o", args.output, maps)] + ([("--png", args.png, picture)] if args.png else [])
     try:
         write_all([(path, data) for _, path, data in files], replace=args.force,
@@ -412,9 +413,9 @@ def _summary(args, spec, result):
 
 def _run(args):
     import numpy as np  # pylint: disable=import-outside-toplevel
-    from graph_override.attribution import rules  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
     from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
-    spec = rules.method_spec(args.method)
+    spec = method_table.method_spec(args.method)
     options = {}
     if args.baseline_array is not None:
         options["baseline"] = args.baseline_array
@@ -440,7 +441,7 @@ def _run(args):
 
 def run(args):
     """Runs the method (after `check`) and writes the maps and the picture."""
-    from graph_override.errors import (AttributionError, ConversionError,  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import (AttributionError,  # pylint: disable=import-outside-toplevel
                                        RuleError, UnknownOpTypeError)
     message = None if hasattr(args, "data_array") else check(args)
     if message is not None:
@@ -449,7 +450,3 @@ def run(args):
         return _run(args)
     except (AttributionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
-    except ConversionError as e:
-        if getattr(e, "usage", False):
-            return _usage(str(e))
-        raise

@@ -1,11 +1,12 @@
 """graph-override inspect: why would gradients through a frozen graph fail?"""
 
 import argparse
+import functools
 import hashlib
 import json
-import sys
 
 from graph_override.commands import explain
+from graph_override.commands._usage import usage_error
 
 HELP = "list op types, failing gradients, gradient names and risky ops of a GraphDef"
 DESCRIPTION = (
@@ -92,9 +93,7 @@ def _file_digest(path):
     return size, digest.hexdigest()
 
 
-def _usage(message):
-    print("graph-override inspect: error: %s" % message, file=sys.stderr)
-    return 2
+_usage = functools.partial(usage_error, "inspect")
 
 
 def _coverage(args, graph_def):

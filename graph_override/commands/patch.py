@@ -1,8 +1,9 @@
 """graph-override patch: set, replace or remove gradients in a frozen graph."""
 
+import functools
 import json
-import sys
 
+from graph_override.commands._usage import usage_error
 from graph_override.commands._rules import (add_model_and_rules, own_functions, parse_rules,
                                             registration_note)
 
@@ -73,9 +74,7 @@ def configure(parser):
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def _usage(message):
-    print("graph-override patch: error: %s" % message, file=sys.stderr)
-    return 2
+_usage = functools.partial(usage_error, "patch")
 
 
 def run(args):

@@ -18,7 +18,8 @@ import functools
 import tensorflow as tf
 
 from graph_override.errors import RuleError, UnknownEstimatorError
-from graph_override.estimators import rules, table  # noqa: F401  (table defines the records)
+# table defines the records.
+from graph_override.estimators import attribution_ops, table  # noqa: F401
 from graph_override.estimators._record import (ESTIMATORS, REQUIRED, Doc, EstimatorSpec,
                                                Param, normalize, spec, suggestions)
 from graph_override.estimators.ops import (dorefa, exact_divide, heaviside, sign_pm1,
@@ -88,18 +89,18 @@ def gradient_multiplier(estimator, x, params, y=None):
     s = spec(estimator)
     if not s.linear:
         raise ValueError("%s has no gradient multiplier: its gradient is not "
-                         "linear in dy" % estimator)
+                         "linear in dy" % s.name)
     return s.multiplier(x, params, *_reads(s, x, params, y))
 
 
 def gradient(estimator, x, dy, params, y=None):
     """dx for upstream gradient dy at input x (and output y, for a rule).
     A rule's gradient built into a graph runs as one fused function where
-    that gives the same bits (`rules.fused_gradient`)."""
+    that gives the same bits (`attribution_ops.fused_gradient`)."""
     s = spec(estimator)
     if s.op_types is not None:
         y = _reads(s, x, params, y)[0]
-        fused = rules.fused_gradient(s, x, dy, params, y, functools.partial(_gradient, s))
+        fused = attribution_ops.fused_gradient(s, x, dy, params, y, functools.partial(_gradient, s))
         if fused is not None:
             return fused
     return _gradient(s, x, dy, params, y)
@@ -117,11 +118,12 @@ def covers(estimator, op_type, where, what="", params=None):
     `op_type` (`where` names the node: "node 'dense/Relu'", `what` the
     caller: "patch"), or if `params` (a patch rule's) set what the rule reads
     from the node (activation, alpha); estimators, which fit any same-shape
-    op, pass."""
+    op, pass. `estimator` is a name or its record, as everywhere here."""
     s = spec(estimator)
     if s.op_types is None:
         return
-    rules.check_op_type(estimator, s.op_types, op_type, where, what)
+    estimator = s.name
+    attribution_ops.check_op_type(estimator, s.op_types, op_type, where, what)
     given = sorted(p.name for p in s.params
                    if not p.in_name and (params or {}).get(p.name, p.default) != p.default)
     if given:
@@ -139,7 +141,7 @@ def node_params(estimator, params, op_type, alpha=None):
     s = spec(estimator)
     if s.op_types is None:
         return params
-    covers(estimator, op_type, "a node")
+    covers(s, op_type, "a node")
     out = dict(params, activation=op_type)
     if op_type == "LeakyRelu" and alpha is not None:
         out["alpha"] = float(alpha)
@@ -157,14 +159,14 @@ def registry_gradient(estimator, params):
 
     def estimator_gradient(op, dy, *unused_grads):
         if s.op_types is None:
-            dx = gradient(estimator, op.inputs[0], dy, params)
+            dx = gradient(s, op.inputs[0], dy, params)
         else:
-            dx = gradient(estimator, op.inputs[0], dy,
-                          rules.op_params(estimator, s.op_types, params, op),
+            dx = gradient(s, op.inputs[0], dy,
+                          attribution_ops.op_params(s.name, s.op_types, params, op),
                           y=op.outputs[0])
         return [dx] + [None] * (len(op.inputs) - 1)
 
-    estimator_gradient.__qualname__ = "graph_override.estimators.%s_gradient" % estimator
+    estimator_gradient.__qualname__ = "graph_override.estimators.%s_gradient" % s.name
     return estimator_gradient
 
 
@@ -177,9 +179,9 @@ def name_params(estimator, params):
 
 def signature_text(estimator):
     """``ste_sign(x, clip_value=1.0)``: the call with its defaults."""
-    return "%s(%s)" % (estimator, ", ".join(["x"] + [
-        p.name if p.required else "%s=%r" % (p.name, p.default)
-        for p in spec(estimator).params]))
+    s = spec(estimator)
+    return "%s(%s)" % (s.name, ", ".join(["x"] + [
+        p.name if p.required else "%s=%r" % (p.name, p.default) for p in s.params]))
 
 
 def table_markdown():

@@ -120,7 +120,7 @@ def choice(name, default, doc, *, choices, in_name=True):
 
 class Doc(NamedTuple):
     """An estimator's documentation, rendered into the docstrings of its three
-    functions (`graph_override._docs`) and the table of the families guide.
+    functions (`graph_override._families.docstrings`) and the table of the families guide.
 
     Attributes:
       summary: the first line of the docstring.
@@ -169,7 +169,7 @@ class EstimatorSpec(NamedTuple):
       check: ``check(estimator, params)``: a check across parameters, or None.
       op_types: for an attribution rule, the op types whose gradient it
         defines (it reads the op's type, input x and output y, see
-        `graph_override.estimators.rules`); None for an estimator, which
+        `graph_override.estimators.attribution_ops`); None for an estimator, which
         fits any op whose output has its input's shape. A rule's
         `multiplier` and `gradient` also take y, as their last argument,
         and its params hold the op's type as ``activation`` (and LeakyRelu's
@@ -233,13 +233,17 @@ def suggestions(name, limit=3):
 
 
 def spec(estimator, where=None):
-    """The `EstimatorSpec` of `estimator`.
+    """The `EstimatorSpec` of `estimator`: the one look-up of a name in the
+    table. A record is returned as it is, so that code which resolved a
+    name once passes the record on and never looks it up again.
 
     Raises:
       UnknownEstimatorError: no estimator of that name; the message starts
         with `where` (default: the name), suggests the closest names and
         lists them all.
     """
+    if isinstance(estimator, EstimatorSpec):
+        return estimator
     try:
         return _TABLE[estimator]
     except (KeyError, TypeError):
@@ -252,7 +256,8 @@ def spec(estimator, where=None):
 
 
 def normalize(estimator, params):
-    """Checks `params` for `estimator` and fills in defaults.
+    """Checks `params` for `estimator` (a name or its record) and fills in
+    defaults.
 
     Returns:
       An ordered dict of every parameter, numbers as float (k_bit as int).
@@ -263,6 +268,7 @@ def normalize(estimator, params):
         range; the message names the estimator.
     """
     s = spec(estimator)
+    estimator = s.name
     known = [p.name for p in s.params]
     unknown = sorted(set(params) - set(known))
     if unknown:

@@ -11,7 +11,7 @@ derived from these records; adding an estimator is adding a record here
 
 import tensorflow as tf
 
-from graph_override.estimators import ops, rules
+from graph_override.estimators import attribution_ops, ops
 from graph_override.estimators._record import (REQUIRED, Doc, choice, define, flag, integer,
                                                number)
 
@@ -213,9 +213,10 @@ def _activation(op_types):
 
 
 define(
-    "guided_relu", op_type="Relu", op_types=rules.RELUS,
-    params=[_activation(rules.RELUS), _ALPHA],
-    forward=lambda x, p: rules.forward(x, p), gradient=rules.guided, build=rules.build,
+    "guided_relu", op_type="Relu", op_types=attribution_ops.RELUS,
+    params=[_activation(attribution_ops.RELUS), _ALPHA],
+    forward=lambda x, p: attribution_ops.forward(x, p), gradient=attribution_ops.guided,
+    build=attribution_ops.build,
     doc=Doc(
         summary="Guided backpropagation: positive gradients only, through the op's own "
                 "gradient.",
@@ -235,9 +236,10 @@ define(
               "ICLR 2015 workshop."))
 
 define(
-    "deconv_relu", op_type="Relu", op_types=rules.RELUS,
-    params=[_activation(rules.RELUS), _ALPHA],
-    forward=lambda x, p: rules.forward(x, p), gradient=rules.deconv, build=rules.build,
+    "deconv_relu", op_type="Relu", op_types=attribution_ops.RELUS,
+    params=[_activation(attribution_ops.RELUS), _ALPHA],
+    forward=lambda x, p: attribution_ops.forward(x, p), gradient=attribution_ops.deconv,
+    build=attribution_ops.build,
     doc=Doc(
         summary="Deconvnet: the Relu applied to the gradient, whatever the input.",
         forward=_OP_FORWARD + ": Relu, Relu6 or LeakyRelu",
@@ -251,12 +253,13 @@ define(
               "ECCV 2014."))
 
 define(
-    "eps_lrp", op_type="Relu", op_types=rules.ACTIVATIONS,
+    "eps_lrp", op_type="Relu", op_types=attribution_ops.ACTIVATIONS,
     params=[number("epsilon", 1e-4, "the stabilizer; larger absorbs more relevance.",
                    positive=True),
-            _activation(rules.ACTIVATIONS), _ALPHA],
-    forward=lambda x, p: rules.forward(x, p), multiplier=rules.eps_lrp_multiplier,
-    build=rules.build,
+            _activation(attribution_ops.ACTIVATIONS), _ALPHA],
+    forward=lambda x, p: attribution_ops.forward(x, p),
+    multiplier=attribution_ops.eps_lrp_multiplier,
+    build=attribution_ops.build,
     doc=Doc(
         summary="The epsilon-LRP rule of an activation (DeepExplain's form).",
         forward=_OP_FORWARD + ": Relu, Relu6, LeakyRelu, Elu, Selu, Sigmoid, Tanh or "
@@ -271,7 +274,7 @@ define(
               "Understanding of Gradient-based Attribution Methods, ICLR 2018."))
 
 define(
-    "deeplift_rescale", op_type="Relu", op_types=rules.ACTIVATIONS,
+    "deeplift_rescale", op_type="Relu", op_types=attribution_ops.ACTIVATIONS,
     params=[number("threshold", 1e-10,
                    "below this |x - r| the multiplier is the gradient f'(x).\n"
                    "      Captum's eps=1e-10 (captum/attr/_core/deep_lift.py, nonlinear); "
@@ -281,9 +284,10 @@ define(
                  "True: the batch is [inputs; reference], N + 1 rows, its last row\n"
                  "      the one reference of every input (a baseline shared by all, as\n"
                  "      zeros); False: [inputs; references], 2N rows."),
-            _activation(rules.ACTIVATIONS), _ALPHA],
-    forward=lambda x, p: rules.forward(x, p), multiplier=rules.rescale_multiplier,
-    build=rules.build,
+            _activation(attribution_ops.ACTIVATIONS), _ALPHA],
+    forward=lambda x, p: attribution_ops.forward(x, p),
+    multiplier=attribution_ops.rescale_multiplier,
+    build=attribution_ops.build,
     doc=Doc(
         summary="The DeepLIFT rescale rule, inputs and references in one batch.",
         forward=(_OP_FORWARD + "; its batch (axis 0) holds [inputs; references],\n"

@@ -58,7 +58,7 @@ from graph_override.frozen.inspection.report import InspectReport
 from graph_override.frozen.patching.engine import make_portable, patch
 from graph_override.frozen.patching.patch_file import patch_file
 from graph_override.frozen.patching.report import NodeChange, PatchReport
-from graph_override.frozen.patching.rules import Rule, parse_rule
+from graph_override.frozen.patching.patch_rules import Rule, parse_rule
 from graph_override.errors import RuleError
 from graph_override.frozen.tf2.function import FrozenFunction, to_function
 from graph_override.errors import ConversionError, EagerModeError, UnknownGradientError

@@ -9,7 +9,8 @@ import difflib
 
 import tensorflow as tf
 
-from graph_override import _keras, tf2
+from graph_override import tf2
+from graph_override._families import keras_saving
 from graph_override.errors import QuantizerError
 from graph_override.keras import quantizers
 
@@ -43,7 +44,7 @@ class weight_clip(WeightClip):  # pylint: disable=invalid-name
     """larq's lower-case alias of `WeightClip`."""
 
 
-_keras.register([WeightClip, weight_clip])
+keras_saving.register([WeightClip, weight_clip])
 
 BY_NAME = {"weight_clip": WeightClip, "WeightClip": WeightClip}
 

@@ -8,7 +8,7 @@ every other strategy, and ``model.fit`` without one, runs Keras's own code.
 Keras 2 (TensorFlow 2.15) needs nothing. See docs/guide/keras.md, 'Scaling out'.
 """
 
-from graph_override import _compat
+from graph_override._tensorflow import compat
 
 __all__ = ["disable_multi_worker_fit", "enable_multi_worker_fit"]
 
@@ -33,10 +33,10 @@ def enable_multi_worker_fit():
       RuntimeError: this Keras's trainer lacks the functions the workaround
         replaces (it knows Keras 3.0 to 3.15); the message says which.
     """
-    return _compat.keras_multi_worker_fit(True)
+    return compat.keras_multi_worker_fit(True)
 
 
 def disable_multi_worker_fit():
     """Puts Keras's own trainer functions back (nothing to do when
     `enable_multi_worker_fit` was not called). Returns False."""
-    return _compat.keras_multi_worker_fit(False)
+    return compat.keras_multi_worker_fit(False)

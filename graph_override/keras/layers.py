@@ -35,7 +35,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from graph_override import _keras
+from graph_override._families import keras_saving
 from graph_override.errors import QuantizerError
 from graph_override.keras import constraints, quantizers
 
@@ -379,4 +379,4 @@ LAYERS = (QuantConv1D, QuantConv2D, QuantConv2DTranspose, QuantConv3D,
           QuantConv3DTranspose, QuantDense, QuantDepthwiseConv2D,
           QuantSeparableConv1D, QuantSeparableConv2D)
 
-_keras.register(LAYERS)
+keras_saving.register(LAYERS)

@@ -29,7 +29,7 @@ import numbers
 
 import tensorflow as tf
 
-from graph_override import _keras
+from graph_override._families import keras_saving
 from graph_override.errors import QuantizerError
 
 __all__ = [
@@ -329,7 +329,7 @@ BY_NAME = dict([("approx_sign", ApproxSign), ("dorefa_quantizer", DoReFa),
                 ("DoReFaQuantizer", DoReFa), ("NoOpQuantizer", NoOp)]
                + [(c.__name__, c) for c in CLASSES])
 
-_keras.register(CLASSES)
+keras_saving.register(CLASSES)
 # The quantizer functions by name: a layer given one (``lq.quantizers.ste_sign``,
 # as larq scripts write) saves it as a function config of that name.
 FUNCTIONS = {f.__name__: f for f in (approx_sign, magnitude_aware_sign, ste_heaviside,

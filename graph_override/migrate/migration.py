@@ -35,10 +35,10 @@ import libcst as cst
 
 from graph_override.migrate import analysis as _analysis
 from graph_override.migrate import limits as _limits
-from graph_override.migrate import rewrite as _migrate_rewrite
+from graph_override.migrate.rewrite import rewrite
 from graph_override.migrate.sources import as_paths, iter_python_files, read_source
-from graph_override._atomic import atomic_write
-from graph_override._read import read_regular_file
+from graph_override._files.atomic import atomic_write
+from graph_override._files.read import read_regular_file
 from graph_override.errors import SourceError
 
 __all__ = [
@@ -199,7 +199,7 @@ def _migrate_text(text, filename, keep_registrations, wrappers):
         # nothing to do: skip the analysis
         return MigrationResult(filename=filename, original=text, text=text,
                                changed=(), untouched=())
-    new_module, plan = _migrate_rewrite.rewrite(module, keep_registrations, found)
+    new_module, plan = rewrite(module, keep_registrations, found)
     new_text = new_module.code if new_module is not module else text
     if new_text != text:
         _parse(new_text, filename + " (migrated)")  # never hand out bad code

@@ -1,7 +1,7 @@
 """Reading Python sources for `migrate`: which files, and how.
 
 `iter_python_files` walks folders for ``*.py`` files; `read_source` reads one
-through `graph_override._read.read_regular_file` (regular files only, checked
+through `graph_override._files.read.read_regular_file` (regular files only, checked
 on the opened descriptor, so a FIFO named ``x.py`` or a symlink to
 ``/dev/zero`` is refused before anything is read) with at most
 `MAX_SOURCE_BYTES`, and decodes it as Python does. `as_paths` takes the
@@ -13,7 +13,7 @@ import io
 import os
 import tokenize
 
-from graph_override._read import read_regular_file
+from graph_override._files.read import read_regular_file
 from graph_override.errors import SourceError
 
 __all__ = ["MAX_SOURCE_BYTES", "as_paths", "iter_python_files", "read_source"]

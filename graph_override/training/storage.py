@@ -29,7 +29,7 @@ import time
 
 import tensorflow as tf
 
-from graph_override import _atomic
+from graph_override._files import atomic
 from graph_override.errors import (CheckpointDamagedError, CheckpointMismatchError,
                                    TrainingOutputError)
 
@@ -292,7 +292,7 @@ def _keep_or_undo(prefix, directory, state_file, state_before, var_list):
             if state_before is None:
                 os.unlink(state_file)
             else:
-                _atomic.atomic_write(state_file, state_before)
+                atomic.atomic_write(state_file, state_before)
         except OSError:
             return False  # the state names the new prefix: keep its files
     for path in glob.glob(glob.escape(prefix) + ".*"):

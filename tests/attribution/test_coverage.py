@@ -9,7 +9,7 @@ from tensorflow.python.framework.convert_to_constants import (
     convert_variables_to_constants_v2)
 
 from graph_override import cli, frozen
-from graph_override.attribution import rules
+from graph_override.attribution import method_table
 from graph_override.attribution.coverage import coverage_report
 from graph_override.errors import AttributionError, ConversionError
 
@@ -47,9 +47,9 @@ def test_the_path_to_the_logits(method, expected):
     # x, 3 MatMul, Relu, Elu, logits; the weights (Const) do not depend on x,
     # and probs and side are not on the way to the logits.
     assert report.path_nodes == 7
-    if rules.METHODS[method].rules:
+    if method_table.METHODS[method].rules:
         assert report.covered == {op: 1 for op in ("Relu", "Elu")
-                                  if op in rules.METHODS[method].rules}
+                                  if op in method_table.METHODS[method].rules}
     else:
         assert report.covered == {}
 
@@ -90,7 +90,7 @@ def test_linear_data_movement_and_running_sums_are_covered():
         assert report.covered == {"Relu": 1}
         # x, the 8 ops, Sum, Relu, y: all but the Relu are linear
         assert report.linear == report.path_nodes - 1 == 11
-    assert expected <= rules.LINEAR_OPS
+    assert expected <= method_table.LINEAR_OPS
 
 
 def test_training_mode_batch_norm_is_reported_for_every_method():
@@ -148,7 +148,7 @@ def test_a_tf1_while_loop_is_reported_and_tf1_cond_routing_is_linear():
         alone = coverage_report(graph_def, method, inputs="x", outputs="z")
         assert alone.ok, alone.format()
         assert alone.linear >= 3  # Switch, Merge, Mul at least
-    assert rules.LINEAR_OPS >= {"Switch", "Merge"}
+    assert method_table.LINEAR_OPS >= {"Switch", "Merge"}
 
 
 def test_raw_ops_custom_ops_and_dead_gradient_names():

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from graph_override import attribution, frozen
-from graph_override.attribution import rules
+from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, ConversionError
 
 import methods_nets as nets
@@ -48,7 +48,7 @@ METHODS = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 
 
 
 def test_every_method_is_compared_across_the_forms():
-    assert sorted(m for m, _ in METHODS) == sorted(rules.METHODS)
+    assert sorted(m for m, _ in METHODS) == sorted(method_table.METHODS)
 
 
 @pytest.mark.parametrize("method,options", METHODS, ids=[m for m, _ in METHODS])
@@ -366,7 +366,7 @@ def test_rules_reach_ops_in_keras_layers_and_in_the_function_library():
 
     explainer = attribution.Explainer(model)
     x = np.array([[1.0, 0.25]], "float32")  # x @ w = [0.875, -0.5]: the first unit lives
-    function = explainer.function(x, tuple(rules.rule_strings("guided_backprop")))
+    function = explainer.function(x, tuple(method_table.rule_strings("guided_backprop")))
     where = {c.node.split("/")[0] for c in function.patch_report.changes}
     assert any(name.startswith("while_body") for name in where), where
     plain = explainer.attribute("saliency", x, target=0, abs=False).maps

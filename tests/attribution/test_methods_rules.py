@@ -2,50 +2,50 @@
 
 import pytest
 
-from graph_override.attribution import rules
+from graph_override.attribution import method_table
 from graph_override.errors import AttributionError
 
 
 def test_every_method_is_listed_with_its_rules_and_baseline():
-    assert list(rules.METHODS) == [
+    assert list(method_table.METHODS) == [
         "saliency", "gradient_input", "integrated_gradients", "smoothgrad", "grad_cam",
         "guided_backprop", "deconvnet", "eps_lrp", "deeplift"]
-    assert {m for m, s in rules.METHODS.items() if s.baseline} == {
+    assert {m for m, s in method_table.METHODS.items() if s.baseline} == {
         "integrated_gradients", "deeplift"}
-    assert set(rules.METHODS["guided_backprop"].rules) == set(rules.RELU_OPS)
-    assert set(rules.METHODS["deeplift"].rules) == set(rules.NONLINEAR_OPS)
-    assert rules.METHODS["saliency"].rules == {}
+    assert set(method_table.METHODS["guided_backprop"].rules) == set(method_table.RELU_OPS)
+    assert set(method_table.METHODS["deeplift"].rules) == set(method_table.NONLINEAR_OPS)
+    assert method_table.METHODS["saliency"].rules == {}
 
 
 def test_no_op_is_both_linear_and_overridden():
-    assert not set(rules.NONLINEAR_OPS) & rules.LINEAR_OPS
-    assert {"MaxPool", "FusedBatchNormV3", "MatMul", "Conv2D"} <= rules.LINEAR_OPS
+    assert not set(method_table.NONLINEAR_OPS) & method_table.LINEAR_OPS
+    assert {"MaxPool", "FusedBatchNormV3", "MatMul", "Conv2D"} <= method_table.LINEAR_OPS
 
 
 def test_rule_strings_carry_defaults_and_overrides():
-    assert rules.rule_strings("eps_lrp")[0] == "Relu=eps_lrp:epsilon=0.0001"
-    assert rules.rule_strings("eps_lrp", epsilon=0.5)[-1] == "Softplus=eps_lrp:epsilon=0.5"
-    assert rules.rule_strings("guided_backprop") == [
+    assert method_table.rule_strings("eps_lrp")[0] == "Relu=eps_lrp:epsilon=0.0001"
+    assert method_table.rule_strings("eps_lrp", epsilon=0.5)[-1] == "Softplus=eps_lrp:epsilon=0.5"
+    assert method_table.rule_strings("guided_backprop") == [
         "Relu=guided_relu", "Relu6=guided_relu", "LeakyRelu=guided_relu"]
-    assert rules.rule_strings("saliency") == []
-    assert rules.rule_strings("deeplift")[0] == "Relu=deeplift_rescale:shared_reference=False"
-    assert rules.rule_strings("deeplift", shared_reference=True)[-1] == (
+    assert method_table.rule_strings("saliency") == []
+    assert method_table.rule_strings("deeplift")[0] == "Relu=deeplift_rescale:shared_reference=False"
+    assert method_table.rule_strings("deeplift", shared_reference=True)[-1] == (
         "Softplus=deeplift_rescale:shared_reference=True")
 
 
 def test_unknown_method_suggests_the_nearest():
     with pytest.raises(AttributionError, match=r"'deeplfit'.*Did you mean 'deeplift'"):
-        rules.method_spec("deeplfit")
+        method_table.method_spec("deeplfit")
     with pytest.raises(AttributionError, match="Methods: saliency"):
-        rules.method_spec(None)
+        method_table.method_spec(None)
 
 
 def test_unknown_rule_parameter_is_refused():
     with pytest.raises(AttributionError, match="takes no rule parameter epsilon; it takes none"):
-        rules.rule_strings("guided_backprop", epsilon=0.1)
+        method_table.rule_strings("guided_backprop", epsilon=0.1)
     with pytest.raises(AttributionError, match="takes no rule parameter epsilon; it takes "
                                                "shared_reference"):
-        rules.rule_strings("deeplift", epsilon=0.1)
+        method_table.rule_strings("deeplift", epsilon=0.1)
 
 
 def test_the_package_exports_each_public_name_lazily():

@@ -184,3 +184,22 @@ def test_import_tensorflow_quietly_raises_the_import_error(broken_tensorflow):
         proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                               text=True, timeout=300, check=False)
         assert proc.stdout.startswith("raised libtensorflow_framework.so.2"), proc.stderr
+
+
+def test_usage_errors_are_reported_by_one_helper(capsys, tmp_path):
+    """The format of an error, 'graph-override COMMAND: error: MESSAGE', is
+    written once (commands/_usage.py); the commands and the command line
+    report bad usage through its usage_error, exit status 2."""
+    import re  # pylint: disable=import-outside-toplevel
+    package = pathlib.Path(graph_override.__file__).parent
+    modules = [package / "cli.py"] + sorted((package / "commands").glob("*.py"))
+    homes = [p.relative_to(package).as_posix() for p in modules
+             if re.search(r"graph-override (%s|\w+): error: ", p.read_text())]
+    assert homes == ["commands/_usage.py"]
+    # One from a command's run, one from the command line's check.
+    assert cli.main(["patch", str(tmp_path / "m.pb"), "--map", "Sign=ste_sign"]) == 2
+    assert capsys.readouterr().err == (
+        "graph-override patch: error: -o OUT is required (or use --dry-run)\n")
+    assert cli.main(["demo", "--epochs", "0"]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == (
+        "graph-override demo: error: --epochs must be at least 1, got 0\n")

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_override import _atomic, cli, frozen
+from graph_override import cli, frozen
+from graph_override._files import atomic
 from graph_override.commands import _picture
 
 W1 = np.array([[1.0, -1.0, 0.5], [-2.0, 1.0, 1.0], [0.5, 0.5, -1.0], [1.0, 0.0, 2.0]],
@@ -140,7 +141,7 @@ def test_a_failed_run_leaves_no_file(files, capsys):
     assert _leftovers(files) == []
 
 
-_real_write = _atomic.atomic_write
+_real_write = atomic.atomic_write
 
 
 def _full_disk_on(monkeypatch, name):
@@ -150,7 +151,7 @@ def _full_disk_on(monkeypatch, name):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         _real_write(path, data, **kwargs)
 
-    monkeypatch.setattr(_atomic, "atomic_write", write)
+    monkeypatch.setattr(atomic, "atomic_write", write)
 
 
 def _snapshot(*names):
@@ -218,7 +219,7 @@ def test_an_output_that_appears_during_the_run_is_kept(files, capsys, monkeypatc
         _real_write(path, data, **kwargs)
 
     pytest.importorskip("matplotlib")
-    monkeypatch.setattr(_atomic, "atomic_write", write)
+    monkeypatch.setattr(atomic, "atomic_write", write)
     code, _, err = _explain(capsys, "saliency", "--png", "maps.png")
     assert code == 2 and "--png maps.png: appeared while the maps were computed" in err
     assert _snapshot("maps.npy", "maps.png") == {"maps.npy": None,

@@ -39,8 +39,8 @@ def test_every_public_estimator_has_an_example():
                                              "graph_override.stopgrad",
                                              "graph_override.tf2")
              for t in _examples(m)}
-    from graph_override import _family  # pylint: disable=import-outside-toplevel
-    assert set(_family.ESTIMATOR_FUNCTIONS) <= names
+    from graph_override._families import functions  # pylint: disable=import-outside-toplevel
+    assert set(functions.ESTIMATOR_FUNCTIONS) <= names
 
 
 @pytest.mark.parametrize("module_name", MODULES)
@@ -58,9 +58,9 @@ def test_estimator_docstrings_hold_no_markdown_reference_link():
     """The API reference renders the docstrings as Markdown, where "[a] [b]"
     (brackets side by side, a space or a line break between) is a reference
     link to "b": ``mkdocs build --strict`` fails on the unresolved target."""
-    from graph_override import _docs, _family  # pylint: disable=import-outside-toplevel
-    for name in _family.ESTIMATOR_FUNCTIONS:
+    from graph_override._families import docstrings, functions  # pylint: disable=import-outside-toplevel
+    for name in functions.ESTIMATOR_FUNCTIONS:
         for family in ("overrides", "stopgrad", "tf2"):
-            prose = _docs.docstring(name, family).split("  Example:")[0]
+            prose = docstrings.docstring(name, family).split("  Example:")[0]
             assert not re.search(r"\][ \t]*\n?[ \t]*\[", prose), (name, family, prose)
-    assert "Relu dy [dy > 0] * [y > 0]" in _docs.docstring("guided_relu", "tf2")
+    assert "Relu dy [dy > 0] * [y > 0]" in docstrings.docstring("guided_relu", "tf2")

@@ -14,7 +14,7 @@ from tensorflow.core.framework import graph_pb2
 from graph_override import frozen
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef import graph_index
-from graph_override.frozen.graphdef import io as frozen_io
+from graph_override.frozen.graphdef import io
 from graph_override.frozen.graphdef.views import View
 from graph_override.frozen.patching import engine, sources
 
@@ -140,17 +140,17 @@ def test_a_graph_kept_as_bytes_only_ever_gets_names(rule, needs_message):
 def test_every_write_refuses_a_graph_over_2_gb_in_one_place(tmp_path, monkeypatch):
     graph_def = _sign_graph()
     size = len(graph_def.SerializeToString())
-    monkeypatch.setattr(frozen_io, "MAX_BYTES", size - 1)
+    monkeypatch.setattr(io, "MAX_BYTES", size - 1)
     expected = ("%s: the graph is %d bytes, over protobuf's limit of %d (2 GB); "
                 "nothing was written." % (tmp_path / "a.pb", size, size - 1))
     with pytest.raises(GraphDefError) as raised:
-        frozen_io.write_bytes(graph_def.SerializeToString(), str(tmp_path / "a.pb"))
+        io.write_bytes(graph_def.SerializeToString(), str(tmp_path / "a.pb"))
     assert str(raised.value).startswith(expected)
     with pytest.raises(GraphDefError, match="over protobuf's limit"):
         frozen.save(graph_def, str(tmp_path / "b.pb"))
     model = tmp_path / "model.pb"
     model.write_bytes(graph_def.SerializeToString())
-    monkeypatch.setattr(frozen_io, "MAX_BYTES", size)  # the input reads, the output is over
+    monkeypatch.setattr(io, "MAX_BYTES", size)  # the input reads, the output is over
     with pytest.raises(GraphDefError, match="over protobuf's limit"):
         frozen.patch_file(str(model), str(tmp_path / "c.pb"), ["Sign=ste_sign"])
     assert sorted(os.listdir(tmp_path)) == ["model.pb"]

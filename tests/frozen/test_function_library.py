@@ -217,7 +217,7 @@ def test_renamed_functions_leave_no_reference_to_an_old_name(caller):
     renamed too."""
     from google.protobuf import text_format  # pylint: disable=import-outside-toplevel
     from graph_override.frozen.patching import library  # pylint: disable=import-outside-toplevel
-    from graph_override.frozen.tf2 import graph as function_graph  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.tf2 import graph  # pylint: disable=import-outside-toplevel
     graph_def = text_format.Parse(LIBRARY, tf.compat.v1.GraphDef())
     original = graph_def.SerializeToString()
     if caller == "patch":
@@ -229,7 +229,7 @@ def test_renamed_functions_leave_no_reference_to_an_old_name(caller):
         again = text_format.Parse(LIBRARY, tf.compat.v1.GraphDef())
         assert library.rename_changed_functions(again, {"body"}) == mapping  # deterministic
     else:
-        renamed = function_graph.with_unique_function_names(graph_def)
+        renamed = graph.with_unique_function_names(graph_def)
         assert graph_def.SerializeToString() == original  # a copy; the input is kept
         assert all("_frozen_fn_" in f.signature.name for f in renamed.library.function)
     functions, refs = _references(renamed, {"body", "outer", "branches", "other",

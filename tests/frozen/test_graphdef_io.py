@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tensorflow.core.framework import function_pb2, graph_pb2
 
 from graph_override import frozen
-from graph_override.frozen.graphdef import io as _graphdef_io
+from graph_override.frozen.graphdef import io
 from graph_override.errors import GraphDefError, GraphOverrideError
 
 
@@ -139,11 +139,11 @@ def test_save_into_a_missing_folder_or_a_directory(tmp_path):
 
 
 def test_save_refuses_a_graph_over_the_protobuf_limit_before_writing(tmp_path, monkeypatch):
-    monkeypatch.setattr(_graphdef_io, "MAX_BYTES", len(DATA) - 1)
+    monkeypatch.setattr(io, "MAX_BYTES", len(DATA) - 1)
     with pytest.raises(GraphDefError, match="over protobuf's limit.*nothing was written"):
         frozen.save(GRAPH, tmp_path / "big.pb")
     assert _files(tmp_path) == []
-    assert _graphdef_io.MAX_BYTES != frozen.MAX_BYTES == 2 ** 31 - 1
+    assert io.MAX_BYTES != frozen.MAX_BYTES == 2 ** 31 - 1
 
 
 def test_save_leaves_no_partial_file_when_the_rename_fails(tmp_path, monkeypatch):
@@ -153,7 +153,7 @@ def test_save_leaves_no_partial_file_when_the_rename_fails(tmp_path, monkeypatch
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(_graphdef_io.os, "replace", broken_replace)
+    monkeypatch.setattr(io.os, "replace", broken_replace)
     with pytest.raises(OSError, match="No space left"):
         frozen.save(GRAPH, path, overwrite=True)
     assert path.read_bytes() == b"old contents"
@@ -482,12 +482,12 @@ def test_metagraph_files_get_a_freezing_hint(tmp_path):
 
 
 def test_reading_stops_after_max_bytes(tmp_path, monkeypatch):
-    monkeypatch.setattr(_graphdef_io, "MAX_BYTES", 100)
+    monkeypatch.setattr(io, "MAX_BYTES", 100)
     path = _write(tmp_path / "big.pb", DATA)
     with pytest.raises(GraphDefError, match="big.pb: is over 100 bytes"):
         frozen.load(path)
     reads = []
-    real_read = _graphdef_io.os.fdopen
+    real_read = io.os.fdopen
 
     def counting_fdopen(*args, **kwargs):
         f = real_read(*args, **kwargs)
@@ -504,7 +504,7 @@ def test_reading_stops_after_max_bytes(tmp_path, monkeypatch):
                 return f.read(n)
         return Counting()
 
-    monkeypatch.setattr(_graphdef_io.os, "fdopen", counting_fdopen)
+    monkeypatch.setattr(io.os, "fdopen", counting_fdopen)
     with pytest.raises(GraphDefError, match="is over 100 bytes"):
         frozen.load(path)
     assert 0 < sum(reads) <= 101
@@ -556,13 +556,13 @@ def test_two_saves_racing_for_one_new_file_one_wins(tmp_path, monkeypatch):
     silently but refused."""
     target = str(tmp_path / "fixed.pb")
     barrier = threading.Barrier(2, timeout=60)
-    real_validate = _graphdef_io.validate
+    real_validate = io.validate
 
     def validate_then_meet(*args, **kwargs):
         real_validate(*args, **kwargs)
         barrier.wait()
 
-    monkeypatch.setattr(_graphdef_io, "validate", validate_then_meet)
+    monkeypatch.setattr(io, "validate", validate_then_meet)
     graphs = [GRAPH, _graph(_X, ("other", "Sign", ["x"]))]
     outcome = {}
 

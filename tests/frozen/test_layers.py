@@ -52,8 +52,8 @@ def test_no_module_imports_a_higher_layer(path):
 
 
 @pytest.mark.parametrize("source, layer, expected", [
-    ("from graph_override.frozen.patching import rules", "graphdef",
-     ["graph_override.frozen.patching", "graph_override.frozen.patching.rules"]),
+    ("from graph_override.frozen.patching import patch_rules", "graphdef",
+     ["graph_override.frozen.patching", "graph_override.frozen.patching.patch_rules"]),
     ("def f():\n    from graph_override.frozen.tf2.function import to_function\n",
      "patching", ["graph_override.frozen.tf2.function",
                   "graph_override.frozen.tf2.function.to_function"]),

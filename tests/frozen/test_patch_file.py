@@ -16,7 +16,7 @@ import test_graphdef_io as test_frozen_io
 from graph_override import frozen
 from graph_override.errors import GraphDefError, GraphOverrideError
 from graph_override.frozen.graphdef import graph_index, wire
-from graph_override.frozen.patching import patch_file as pipeline
+from graph_override.frozen.patching import patch_file
 
 # Every test runs with the C reader and with the pure-Python one.
 pytestmark = pytest.mark.usefixtures("reader")
@@ -116,7 +116,7 @@ def test_the_bytes_path_keeps_every_byte_it_does_not_change(tmp_path, monkeypatc
     def no_message_path(*args, **kwargs):
         raise AssertionError("the message path was taken")
 
-    monkeypatch.setattr(pipeline, "_message_path", no_message_path)
+    monkeypatch.setattr(patch_file, "_message_path", no_message_path)
     data = GRAPHS[graph].SerializeToString()
     model = test_frozen_io._write(tmp_path / "model.pb", data)
     report = frozen.patch_file(model, str(tmp_path / "out.pb"), RULES[rules])
@@ -134,8 +134,8 @@ def test_the_bytes_path_keeps_every_byte_it_does_not_change(tmp_path, monkeypatc
 def test_the_bytes_path_is_taken_for_graphs_it_can_do(tmp_path, monkeypatch):
     """And not for those it cannot: a library, gradient names, text."""
     taken = []
-    real = pipeline._message_path
-    monkeypatch.setattr(pipeline, "_message_path",
+    real = patch_file._message_path
+    monkeypatch.setattr(patch_file, "_message_path",
                         lambda *a, **k: taken.append(a[0]) or real(*a, **k))
     cases = {"plain.pb": ("binarized_mlp", True), "library.pb": ("v2_while", False),
              "named.pb": ("dead_names", False), "text.pbtxt": ("binarized_mlp", False)}

@@ -3,7 +3,8 @@
 import pytest
 import tensorflow as tf
 
-from graph_override import _compat, frozen
+from graph_override import frozen
+from graph_override._tensorflow import compat
 from graph_override.frozen.inspection import risky
 
 # Ops that read or write files or reach the network which a hand-kept list
@@ -25,14 +26,14 @@ def test_every_op_of_the_issue_is_flagged(op):
 
 @pytest.mark.parametrize("op", MISSED)
 def test_the_registry_itself_flags_them_where_registered(op):
-    if not _compat.is_op_type(op):
+    if not compat.is_op_type(op):
         pytest.skip("%s is not registered in TensorFlow %s" % (op, tf.__version__))
     assert op in risky.derived()
 
 
 @pytest.mark.parametrize("op", PLAIN)
 def test_plain_ops_are_not_flagged(op):
-    assert _compat.is_op_type(op) and op not in frozen.RISKY_OPS
+    assert compat.is_op_type(op) and op not in frozen.RISKY_OPS
 
 
 def test_the_derivation_reads_signatures_and_the_curated_reason_wins():

@@ -15,8 +15,8 @@ import tensorflow as tf
 import frozen_graphs
 import frozen_tf2_models as models
 from graph_override import cli, frozen
-from graph_override import scope as frozen_rules
-from graph_override.errors import ConversionError
+from graph_override import scope
+from graph_override.errors import ConversionError, ConversionUsageError
 
 HERE = pathlib.Path(__file__).resolve().parent.parent  # the shared helpers
 
@@ -164,7 +164,7 @@ def test_existing_directory_is_refused_then_replaced(tmp_path):
     target = tmp_path / "saved"
     target.mkdir()
     (target / "saved_model.pb").write_bytes(b"old")
-    with pytest.raises(ConversionError, match="exists already; pass overwrite=True"):
+    with pytest.raises(ConversionUsageError, match="exists already; pass overwrite=True"):
         fn.save(str(target))
     assert (target / "saved_model.pb").read_bytes() == b"old"
     fn.save(str(target), overwrite=True)
@@ -319,7 +319,7 @@ def test_convert_allow_no_match_and_output_keys(user_pbs, tmp_path, capsys):
         obs=tf.constant([[1.0, -2.0]]))
     assert sorted(result) == ["policy/output", "policy/split:1"]
     assert result["policy/split:1"].numpy().tolist() == [[0.0]]
-    with pytest.warns(frozen_rules.NoMatchWarning, match="op type Relu6 -> Identity"):
+    with pytest.warns(scope.NoMatchWarning, match="op type Relu6 -> Identity"):
         frozen.to_function(str(tmp_path / "policy.pb"), ["obs"], ["policy/output"],
                            rules=["Relu=Identity", "Relu6=Identity"], on_no_match="warn")
 
@@ -341,10 +341,10 @@ def test_convert_dead_names_and_unreadable_model(pbs, tmp_path, capsys):
 def test_convert_imports_the_graph_once(pbs, tmp_path, capsys, monkeypatch):
     """convert never calls the live function: it imports the portable form
     only (once), and reads the specs from that import."""
-    from graph_override.frozen.tf2 import graph as function_graph  # pylint: disable=import-outside-toplevel
+    from graph_override.frozen.tf2 import graph  # pylint: disable=import-outside-toplevel
     calls = []
-    wrap = function_graph.wrap
-    monkeypatch.setattr(function_graph, "wrap", lambda *a: calls.append(1) or wrap(*a))
+    wrap = graph.wrap
+    monkeypatch.setattr(graph, "wrap", lambda *a: calls.append(1) or wrap(*a))
     code, out, err = _main(capsys, "convert", str(pbs / "model.pb"), "-o",
                            str(tmp_path / "saved"), "--inputs", "x", "--outputs", "logits",
                            "--map", "Sign=ste_sign", "--trainable", "kernel")

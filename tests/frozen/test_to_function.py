@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import frozen_tf2_models as models
 from graph_override import frozen
-from graph_override.errors import ConversionError, UnknownGradientError
+from graph_override.errors import ConversionError, ConversionUsageError, UnknownGradientError
 
 MODES = ["eager", "function"]
 
@@ -229,7 +229,7 @@ def test_an_unfed_placeholder_is_named():
     with pytest.raises(ConversionError, match=r"output distance:0 depends on Placeholder "
                                               r"y: add 'y:0' to inputs") as info:
         frozen.to_function(graph_def, ["x:0"], outputs)
-    assert info.value.usage
+    assert isinstance(info.value, ConversionUsageError)  # the command line exits 2
     fn = frozen.to_function(graph_def, ["x:0", "y:0"], outputs)
     a, b = np.ones((1, 3), np.float32), np.zeros((1, 3), np.float32)
     assert fn(a, b).numpy().tolist() == [[-0.5]]

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import graph_override.keras as lq
-from graph_override import _compat
+from graph_override._tensorflow import compat
 
 KERAS_3 = hasattr(tf.keras, "ops")
 keras3 = pytest.mark.skipif(not KERAS_3, reason="Keras 2's trainer needs nothing")
@@ -106,4 +106,4 @@ def test_a_keras_without_the_replaced_functions_is_named(trainer, monkeypatch):
     assert "has no reduce_per_replica, _collective_all_reduce_multi_worker" in message
     assert "TensorFlowTrainer._maybe_symbolic_build" not in message
     assert "custom loop" in message
-    assert _compat._KERAS_TRAINER_PATCHES == {}  # nothing half replaced
+    assert compat._KERAS_TRAINER_PATCHES == {}  # nothing half replaced

@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from graph_override import cli, migrate
-from graph_override.migrate import tables as _migrate_tables
+from graph_override.migrate import tables
 from graph_override.migrate import SourceError, migrate_source
 
 # The same on every TensorFlow release by construction (it rewrites source text (libcst);
@@ -512,11 +512,11 @@ def test_write_refuses_a_file_changed_meanwhile(tmp_path):
 
 
 def test_canonical_names():
-    assert _migrate_tables.canonical("tensorflow.compat.v1.math.sign") == "math.sign"
-    assert _migrate_tables.canonical("tensorflow.python.framework.ops.RegisterGradient") \
+    assert tables.canonical("tensorflow.compat.v1.math.sign") == "math.sign"
+    assert tables.canonical("tensorflow.python.framework.ops.RegisterGradient") \
         == "RegisterGradient"
-    assert _migrate_tables.canonical("numpy.sign") is None
-    assert _migrate_tables.op_types_of("math.sign") == {"Sign"}
+    assert tables.canonical("numpy.sign") is None
+    assert tables.op_types_of("math.sign") == {"Sign"}
 
 
 # ---------------------------------------------------------------------------
@@ -1045,18 +1045,18 @@ def _resolve(tf, name):
 
 
 def test_no_name_is_both_a_single_op_and_several():
-    several = {n for n, types in _migrate_tables.OP_TYPES.items() if len(types) != 1}
-    assert not several & _migrate_tables._SINGLE_NAMES
-    single = {n for n in _migrate_tables.OP_TYPES if n in _migrate_tables._SINGLE_NAMES}
-    assert single == set(_migrate_tables._SINGLE_NAMES)
+    several = {n for n, types in tables.OP_TYPES.items() if len(types) != 1}
+    assert not several & tables._SINGLE_NAMES
+    single = {n for n in tables.OP_TYPES if n in tables._SINGLE_NAMES}
+    assert single == set(tables._SINGLE_NAMES)
 
 
-@pytest.mark.parametrize("name", sorted(_migrate_tables.OP_TYPES))
+@pytest.mark.parametrize("name", sorted(tables.OP_TYPES))
 def test_every_table_entry_is_what_tensorflow_builds(name):
     """Builds each table function with TensorFlow (tf.compat.v1 and TF2
     names, unknown and static shapes) and reads the created ops' types."""
     import tensorflow as tf
-    declared = _migrate_tables.OP_TYPES[name]
+    declared = tables.OP_TYPES[name]
     fns = _resolve(tf, name)
     assert fns, "%s is in the table but neither tf.compat.v1 nor tf has it" % name
     for fn in fns:
@@ -1070,8 +1070,8 @@ def test_every_table_entry_is_what_tensorflow_builds(name):
                 fn(*args)
                 created = [op for op in graph.get_operations() if op.name not in before]
             built = {op.type for op in created} - {"Const"}
-            single = _migrate_tables.op_types_of(name)
-            if len(single) == 1 and name in _migrate_tables._SINGLE_NAMES:
+            single = tables.op_types_of(name)
+            if len(single) == 1 and name in tables._SINGLE_NAMES:
                 (want,) = single
                 assert built == {want}, (name, shape, sorted(built))
                 assert created[-1].type == want, (name, shape, created[-1].type)

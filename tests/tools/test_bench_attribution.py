@@ -81,7 +81,7 @@ def test_the_floor_rules_keep_the_input_and_multiply_by_it(load_tool, monkeypatc
     import numpy as np  # pylint: disable=import-outside-toplevel
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from graph_override.estimators.rules import ACTIVATIONS
+    from graph_override.estimators.attribution_ops import ACTIVATIONS
     from graph_override.frozen.tf2.function import FrozenFunction
 
     floors = load_tool("bench_floors")

@@ -57,7 +57,7 @@ def test_snapshot_finds_changed_deleted_and_left_over_files(faults, tmp_path):
 def _write_out(tmp_path):
     """A command that writes out.pb the way every writer here does."""
     return [sys.executable, "-c",
-            "from graph_override._atomic import atomic_write; atomic_write('out.pb', b'new')"]
+            "from graph_override._files.atomic import atomic_write; atomic_write('out.pb', b'new')"]
 
 
 def test_a_temporary_left_by_kill_9_is_no_loss_if_the_next_run_removes_it(faults, tmp_path):

@@ -25,7 +25,7 @@ import re
 import numpy as np
 from tensorflow.core.framework import function_pb2, graph_pb2, node_def_pb2
 
-from graph_override import _compat
+from graph_override._tensorflow import compat
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef import cycles
 from graph_override.frozen.graphdef.graph_index import Index, read_index
@@ -59,7 +59,7 @@ def _arg_count(arg, attrs, defaults):
 @functools.lru_cache(maxsize=1024)
 def _registry_outputs(op_type):
     """(fixed output count or None, OpDef or None) for a registered op."""
-    op_def = _compat.op_def(op_type)
+    op_def = compat.op_def(op_type)
     if op_def is None:
         return _UNKNOWN, None
     if all(not (a.number_attr or a.type_list_attr) for a in op_def.output_arg):

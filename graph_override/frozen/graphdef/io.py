@@ -10,7 +10,7 @@ importer would refuse); every failure is a `GraphDefError` naming the file
 the caller gave.
 
 `save` writes deterministically serialized bytes (the same graph gives the
-same file in every process) through `graph_override._atomic.atomic_write`:
+same file in every process) through `graph_override._files.atomic.atomic_write`:
 exclusive creation unless told to overwrite, a re-check of the bytes read
 back, and never a partial file.
 """
@@ -20,8 +20,8 @@ import os
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _read
-from graph_override._atomic import atomic_write, refuse_special
+from graph_override._files import read
+from graph_override._files.atomic import atomic_write, refuse_special
 from graph_override.errors import GraphDefError, SpecialFileError
 from graph_override.frozen.graphdef import formats
 from graph_override.frozen.graphdef.checks import check_bytes, validate
@@ -135,9 +135,9 @@ def read_regular_file(path):
 
     Opened without blocking and checked on the open descriptor, so a FIFO,
     a device (/dev/zero) or a socket is refused before anything is read
-    (see `graph_override._read`).
+    (see `graph_override._files.read`).
     """
-    return _read.read_regular_file(
+    return read.read_regular_file(
         path, MAX_BYTES, error=GraphDefError,
         expected="a GraphDef file (.pb or .pbtxt)",
         too_large="%%s: is over %d bytes, protobuf's 2 GB limit for one message, "

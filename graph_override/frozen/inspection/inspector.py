@@ -7,8 +7,9 @@ import itertools
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _compat, builtin_names, registry
-from graph_override.frozen.graphdef import functions as library_mod
+from graph_override import builtin_names, registry
+from graph_override._tensorflow import compat
+from graph_override.frozen.graphdef.functions import CALL_OPS, body_modes
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, View, gradient_attr
 from graph_override.frozen.inspection.report import InspectReport
 from graph_override.frozen.inspection.risky import RISKY_OPS
@@ -76,9 +77,9 @@ def _name_failure(name):
 
 def _op_failure(op, library):
     """Why tf.gradients fails on a node of type `op` with no gradient name."""
-    if op in library or op in library_mod.CALL_OPS or _compat.has_gradient_entry(op):
+    if op in library or op in CALL_OPS or compat.has_gradient_entry(op):
         return None
-    if not _compat.is_op_type(op):
+    if not compat.is_op_type(op):
         return op, ("unknown op type %s: not registered in this TensorFlow "
                     "(load its op library first)" % op)
     return op, ("No gradient defined for operation type %s; patch it with "
@@ -103,7 +104,7 @@ def _may_carry_gradient(node):
     tf.gradients never differentiates (bool, integers, strings): no gradient
     reaches it, or it lies on no path from a float tensor (TensorListReserve
     of a Keras LSTM)."""
-    op_def = _compat.op_def(node.op)
+    op_def = compat.op_def(node.op)
     if op_def is None:
         return True
     if node.op.endswith("Dataset") or "DatasetV" in node.op:
@@ -217,7 +218,7 @@ class _Findings:
 
 def _inspect_functions(graph_def, findings):
     """Adds the findings inside library functions, as FUNCTION/NODE."""
-    modes = library_mod.body_modes(graph_def)
+    modes = body_modes(graph_def)
     for function in graph_def.library.function:
         fname = function.signature.name
         consts = {n.name for n in function.node_def if n.op == "Const"}

@@ -3,7 +3,7 @@ plain-text tables."""
 
 import dataclasses
 
-from graph_override._terminal import printable
+from graph_override._console.terminal import printable
 
 __all__ = ["InspectReport", "V1_LOOP_HELP", "table", "v1_loop_lines"]
 

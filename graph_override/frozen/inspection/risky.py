@@ -15,8 +15,8 @@ where both know an op.
 
 import collections.abc
 
-from graph_override import _compat
-from graph_override._op_signatures import outside_reason
+from graph_override._tensorflow import compat
+from graph_override._trust.op_signatures import outside_reason
 
 __all__ = ["CURATED", "RISKY_OPS", "derived"]
 
@@ -64,8 +64,8 @@ def derived():
     """{op type: why} for every registered op whose signature names a file,
     a path or a network address (see the module docstring)."""
     found = {}
-    for name in _compat.all_op_types():
-        op_def = _compat.op_def(name)
+    for name in compat.all_op_types():
+        op_def = compat.op_def(name)
         reason = outside_reason(op_def) if op_def is not None else None
         if reason is not None:
             found[name] = reason

@@ -18,7 +18,8 @@ import dataclasses
 
 from tensorflow.core.framework import graph_pb2
 
-from graph_override import _compat, builtin_names, estimators
+from graph_override import builtin_names
+from graph_override._tensorflow import compat
 from graph_override.frozen.graphdef.views import (GRADIENT_ATTR, View, gradient_attr,
                                                   node_list, nodes_by_gradient)
 from graph_override.frozen.inspection.inspector import v1_loops
@@ -26,7 +27,7 @@ from graph_override.frozen.inspection.report import V1_LOOP_HELP
 from graph_override.frozen.patching import verify
 from graph_override.frozen.patching.library import FunctionNodes
 from graph_override.frozen.patching.report import NodeChange, NodeChanges, PatchReport
-from graph_override.frozen.patching.rules import as_rules, check_matches
+from graph_override.frozen.patching.patch_rules import as_rules, check_matches
 from graph_override.errors import RuleError
 from graph_override.frozen.patching.sources import GraphNodes, name_entries
 from graph_override.errors import GraphDefError
@@ -109,18 +110,18 @@ def _select(graph, rules, what, portable, allow_replace, on_no_match):
 def _check_portable_rules(rules):
     for rule in rules:
         if rule.gradient is not None and not (  # TensorFlow's own resolve anywhere
-                _compat.is_op_type(rule.gradient) and _compat.has_gradient_entry(rule.gradient)):
+                compat.is_op_type(rule.gradient) and compat.has_gradient_entry(rule.gradient)):
             raise RuleError(
                 "make_portable: rule %s sets the registered name %r, which "
                 "plain TensorFlow cannot resolve in a new process; use a "
                 "built-in estimator, or patch() instead" % (rule, rule.gradient))
-        if rule.estimator is not None and not estimators.ESTIMATORS[rule.estimator].linear:
+        if rule.estimator is not None and not rule.spec.linear:
             raise RuleError(
                 "make_portable: %s cannot be made portable: its gradient, %s, is "
                 "not linear in dy, which no stop_gradient identity can express "
                 "(no fixed graph's backprop computes it). Use patch() and import "
                 "the result with graph_override.frozen.import_graph_def." % (
-                    rule.estimator, estimators.ESTIMATORS[rule.estimator].doc.row[1]))
+                    rule.estimator, rule.spec.doc.row[1]))
 
 
 def _check(plan):
@@ -244,7 +245,7 @@ def _non_portable_names(graph_def):
             % (node_list(nodes), name)
             for name, nodes in nodes_by_gradient(graph_def).items()
             if builtin_names.parse_builtin_name(name) is not None
-            or not _compat.has_gradient_entry(name)]
+            or not compat.has_gradient_entry(name)]
 
 
 def _message(graph_def, rules, what, **kwargs):

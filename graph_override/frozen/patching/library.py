@@ -26,7 +26,7 @@ import fnmatch
 import hashlib
 import re
 
-from graph_override import _compat
+from graph_override._tensorflow import compat
 from graph_override.errors import RuleError
 from graph_override.frozen.graphdef.functions import body_modes, called_functions
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, gradient_attr
@@ -49,7 +49,7 @@ _SYMBOLIC = (
 def _output_arg(op_type, index):
     """The FunctionDef name of output `index` of a single-tensor-output op:
     ``ARG:0``."""
-    op_def = _compat.op_def(op_type)
+    op_def = compat.op_def(op_type)
     if op_def is None or index >= len(op_def.output_arg):
         raise RuleError("no OpDef output %d for op %s" % (index, op_type))
     return "%s:0" % op_def.output_arg[index].name

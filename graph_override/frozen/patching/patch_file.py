@@ -38,11 +38,12 @@ import os
 
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef import checks, formats, graph_index, wire
-from graph_override.frozen.graphdef import io as frozen_io
+from graph_override.frozen.graphdef.io import (check_output_path, load, read_regular_file, save,
+                                               write_bytes)
 from graph_override.frozen.graphdef.views import View
-from graph_override.frozen.inspection import inspector as inspection
-from graph_override.frozen.patching import engine as patching
-from graph_override.frozen.patching.rules import as_rules
+from graph_override.frozen.inspection.inspector import gradient_failures, inspect
+from graph_override.frozen.patching.engine import NeedsMessage, make_portable, patch, run
+from graph_override.frozen.patching.patch_rules import as_rules
 from graph_override.frozen.patching.sources import GraphNodes
 
 __all__ = ["patch_file"]
@@ -53,16 +54,16 @@ def _index_of(data, source):
     if (not data or formats.looks_like_text(data)
             or str(source).lower().endswith(formats.TEXT_SUFFIXES)
             or os.path.basename(str(source)) == "saved_model.pb"):
-        raise patching.NeedsMessage()
+        raise NeedsMessage()
     index = graph_index.read_index(data)
     if index is None or index.unknown is not False:
-        raise patching.NeedsMessage()  # load names the node, or says why the bytes do not parse
+        raise NeedsMessage()  # load names the node, or says why the bytes do not parse
     if index.library or not len(index.ops):
-        raise patching.NeedsMessage()
+        raise NeedsMessage()
     try:
         checks.check_bytes(data, source, index=index)
     except Exception:  # pylint: disable=broad-except
-        raise patching.NeedsMessage() from None  # load names the node, with its hints
+        raise NeedsMessage() from None  # load names the node, with its hints
     return index
 
 
@@ -70,21 +71,21 @@ def _patch_bytes(data, index, rules, on_no_match, allow_replace):
     """(new bytes, PatchReport) of the engine on the graph kept as bytes,
     or NeedsMessage."""
     graph = GraphNodes(View(data=data, index=index))
-    new, report, owner = patching.run(graph, rules, what="patch", on_no_match=on_no_match,
+    new, report, owner = run(graph, rules, what="patch", on_no_match=on_no_match,
                                       allow_replace=allow_replace)
-    report.gradient_failures_left = inspection.gradient_failures(
+    report.gradient_failures_left = gradient_failures(
         graph.names, graph.ops, graph.node.__getitem__, named=owner)
     return new, report
 
 
 def _message_path(model, output, rules, portable, overwrite, on_no_match, allow_replace):
-    graph_def = frozen_io.load(model)
-    apply = patching.make_portable if portable else patching.patch
+    graph_def = load(model)
+    apply = make_portable if portable else patch
     new, report = apply(graph_def, rules, on_no_match=on_no_match,
                         allow_replace=allow_replace)
     if output is not None:
-        frozen_io.save(new, output, overwrite=overwrite, source=model)
-    report.gradient_failures_left = inspection.inspect(new).gradient_failures
+        save(new, output, overwrite=overwrite, source=model)
+    report.gradient_failures_left = inspect(new).gradient_failures
     return report
 
 
@@ -136,13 +137,13 @@ def patch_file(model, output, rules, *, portable=False, overwrite=False,
     model = os.fspath(model)
     rules = as_rules(rules)
     if output is not None:
-        output, _ = frozen_io.check_output_path(output, source=model, overwrite=overwrite)
+        output, _ = check_output_path(output, source=model, overwrite=overwrite)
     if not portable and os.path.isfile(model):
-        data = frozen_io.read_regular_file(model)
+        data = read_regular_file(model)
         try:
             index = _index_of(data, model)
             new, report = _patch_bytes(data, index, rules, on_no_match, allow_replace)
-        except patching.NeedsMessage:
+        except NeedsMessage:
             pass
         else:
             if output is not None:
@@ -168,4 +169,4 @@ def _write(data, path, overwrite, node_count):
             raise GraphDefError("%s: the output holds %d nodes, not %d" % (
                 where, written, node_count))
 
-    frozen_io.write_bytes(data, path, overwrite=overwrite, verify=check)
+    write_bytes(data, path, overwrite=overwrite, verify=check)

@@ -17,29 +17,45 @@ uses; each rewrite then writes the template's nodes, with
 new names and inputs, as serialized GraphDef fields.
 """
 
-import functools
+import collections
 
 import tensorflow as tf
 from tensorflow.core.framework import node_def_pb2
 
-from graph_override import stopgrad
+from graph_override import estimators, stopgrad
 
 __all__ = ["stamp"]
 
 _X, _Y, _OUT = "graph_override_x", "graph_override_y", "graph_override_out"
 
 
-@functools.lru_cache(maxsize=64)
-def _template(estimator, params_items, dtype_enum):
+# (estimator name, params items, dtype enum) -> the template's nodes; the
+# last _KEEP built are kept.
+_TEMPLATES = collections.OrderedDict()
+_KEEP = 64
+
+
+def _template(spec, params_items, dtype_enum):
     """The stop_gradient form's nodes as (name, serialized op field, inputs,
-    serialized attrs); inputs named _X and _Y, the result named _OUT."""
+    serialized attrs); inputs named _X and _Y, the result named _OUT.
+    Built once per estimator (its record), parameters and dtype."""
+    key = (spec.name, params_items, dtype_enum)
+    nodes = _TEMPLATES.get(key)
+    if nodes is None:
+        nodes = _TEMPLATES[key] = _build_template(spec, params_items, dtype_enum)
+        while len(_TEMPLATES) > _KEEP:
+            _TEMPLATES.popitem(last=False)
+    return nodes
+
+
+def _build_template(spec, params_items, dtype_enum):
     params = dict(params_items)
     dtype = tf.as_dtype(dtype_enum)
     graph = tf.Graph()
     with graph.as_default():
         x = tf.compat.v1.placeholder(dtype, name=_X)
         y = tf.compat.v1.placeholder(dtype, name=_Y)
-        stopgrad.stop_gradient_form(estimator, x, y, params, name=_OUT)
+        stopgrad.stop_gradient_form(spec, x, y, params, name=_OUT)
     out = []
     for node in graph.as_graph_def().node:
         if node.name in (_X, _Y):
@@ -88,7 +104,8 @@ def stamp(estimator, params, dtype_enum, *, x_ref, y_ref, prefix, out_name,
     """Serialized nodes computing y's value with the estimator's gradient into x.
 
     Args:
-      estimator: a linear estimator (not clip_gradient).
+      estimator: a linear estimator (not clip_gradient): its name, or its
+        record, which needs no look-up.
       params: its normalized parameters.
       dtype_enum: the DataType enum of x and y.
       x_ref, y_ref: the input strings of x and y ("node" or "node:1").
@@ -104,8 +121,8 @@ def stamp(estimator, params, dtype_enum, *, x_ref, y_ref, prefix, out_name,
     """
     names, chunks = [], []
     tail = (_field(b"\x22", device.encode("utf-8")) if device else b"")
-    for name, op_field, inputs, attrs in _template(estimator, tuple(params.items()),
-                                                   int(dtype_enum)):
+    for name, op_field, inputs, attrs in _template(estimators.spec(estimator),
+                                                   tuple(params.items()), int(dtype_enum)):
         new_name = out_name if name == _OUT else prefix + name
         names.append(new_name)
         body = [_field(b"\x0a", new_name.encode("utf-8")), op_field]

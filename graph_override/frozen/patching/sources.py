@@ -21,13 +21,14 @@ import functools
 
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from graph_override import _compat, estimators, registry
+from graph_override import estimators, registry
+from graph_override._tensorflow import compat
 from graph_override.errors import RuleError
 from graph_override.frozen.graphdef import wire
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR
 from graph_override.frozen.patching import portable as portable_form
 from graph_override.frozen.patching import verify
-from graph_override.frozen.patching.rules import select
+from graph_override.frozen.patching.patch_rules import select
 
 __all__ = ["GraphNodes", "check_inputs", "data_inputs", "name_entries", "stamp_over",
            "takes_inputs"]
@@ -42,7 +43,7 @@ def data_inputs(node):
 def takes_inputs(op_type):
     """True if every node of `op_type` has a data input (its OpDef has a
     single-tensor input argument), so nodes need no check one by one."""
-    op_def = _compat.op_def(op_type)
+    op_def = compat.op_def(op_type)
     return op_def is not None and any(
         not (a.number_attr or a.type_list_attr) for a in op_def.input_arg)
 
@@ -55,7 +56,10 @@ def name_entries(rules):
         if rule.target is None:
             entries.append(None)
             continue
-        registry.resolve(rule.target)
+        if rule.spec is not None:  # the record: no name to parse
+            registry.resolve_estimator(rule.spec, rule.params)
+        else:
+            registry.resolve(rule.target)
         entry = node_def_pb2.NodeDef()
         entry.attr[GRADIENT_ATTR].s = rule.target.encode("utf-8")
         entries.append(entry.SerializeToString())
@@ -91,7 +95,7 @@ def stamp_over(node, rule, dtype_of, taken, what, *, y_ref=None, address=None, w
     taken.discard(original)  # the stop_gradient form takes it over
     alpha = node.attr["alpha"].f if "alpha" in node.attr else None
     new_names, data = portable_form.stamp(
-        rule.estimator, estimators.node_params(rule.estimator, rule.params, node.op, alpha),
+        rule.spec, estimators.node_params(rule.spec, rule.params, node.op, alpha),
         dtype, x_ref=inputs[0],
         y_ref=y_ref(forward) if y_ref else forward,
         prefix=original + "/graph_override_portable/", out_name=original,
@@ -217,7 +221,7 @@ def _rewrite_identity_n(node, rule, taken, what):
             "pattern of k results followed by k arguments of the same dtypes, "
             "so an estimator cannot be placed on it; use remove or a registered "
             "gradient name" % (what, node.name, inputs))
-    if not estimators.ESTIMATORS[rule.estimator].linear:
+    if not rule.spec.linear:
         raise RuleError("%s: %s on node %r: its gradient is not linear in dy, "
                         "which the stop_gradient form needs; use a registered "
                         "gradient name instead" % (what, rule.estimator, node.name))
@@ -226,7 +230,7 @@ def _rewrite_identity_n(node, rule, taken, what):
         verify.float_dtype(types[i], what, node, " input %d" % i)
         prefix = "%s/graph_override_portable_%d/" % (node.name, i)
         new_names, data = portable_form.stamp(
-            rule.estimator, rule.params, types[i], x_ref=inputs[k + i], y_ref=inputs[i],
+            rule.spec, rule.params, types[i], x_ref=inputs[k + i], y_ref=inputs[i],
             prefix=prefix, out_name=prefix + "out", device=node.device)
         _claim(taken, new_names, what)
         added += data

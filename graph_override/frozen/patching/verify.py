@@ -17,7 +17,8 @@ import functools
 
 import tensorflow as tf
 
-from graph_override import _compat, estimators
+from graph_override import estimators
+from graph_override._tensorflow import compat
 from graph_override.errors import RuleError
 
 __all__ = ["IDENTITY_OPS", "check_fits", "check_fits_node", "check_function_shapes",
@@ -69,7 +70,7 @@ def _arg_types(node, args):
 def output_dtypes(node):
     """(dtype enum of input 0, dtype enum of output 0) from the OpDef, None
     for either that the OpDef and attrs do not fix."""
-    op_def = _compat.op_def(node.op)
+    op_def = compat.op_def(node.op)
     if op_def is None or not op_def.input_arg or not op_def.output_arg:
         return None, None
     return (_arg_types(node, op_def.input_arg[:1])[0],
@@ -129,7 +130,7 @@ def _replace_error(what, rule, name, op):
 def _same_dtype_by_def(op_type):
     """True if the OpDef fixes output 0 to input 0's dtype (same type attr
     or same fixed type), so no node of `op_type` needs a dtype check."""
-    op_def = _compat.op_def(op_type)
+    op_def = compat.op_def(op_type)
     if op_def is None or not op_def.input_arg or not op_def.output_arg:
         return True  # unknown here: nothing to compare
     a, b = op_def.input_arg[0], op_def.output_arg[0]
@@ -139,8 +140,8 @@ def _same_dtype_by_def(op_type):
 def check_fits_node(node, address, rule, what, *, allow_replace=False):
     """`check_fits` for one node of a function body, by op type and dtype
     (shapes: `check_function_shapes`)."""
-    estimators.covers(rule.estimator, node.op, "node %r" % address, what, rule.params)
-    if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
+    estimators.covers(rule.spec, node.op, "node %r" % address, what, rule.params)
+    if (rule.spec.op_type == "Identity"
             and node.op not in IDENTITY_OPS and not allow_replace):
         raise _replace_error(what, rule, address, node.op)
     x_type, y_type = output_dtypes(node)
@@ -161,7 +162,7 @@ def check_function_shapes(graph_def, fname, named, what):
     library = {f.signature.name: f for f in graph_def.library.function}
     with tf.Graph().as_default():
         try:
-            graph = _compat.function_def_to_graph(library[fname])
+            graph = compat.function_def_to_graph(library[fname])
         except _NOT_IMPORTABLE:
             return
         for name, rule in named:
@@ -205,12 +206,12 @@ def check_fits(nodes, selected, rules, what, *, allow_replace=False, pairs=None)
             continue
         members = functools.lru_cache(maxsize=None)(
             functools.partial(_members, ops, selected, op, r))  # read once, if at all
-        if estimators.ESTIMATORS[rule.estimator].op_types is not None:
-            estimators.covers(rule.estimator, op, "node %r" % nodes.names[members()[0]],
+        if rule.spec.op_types is not None:
+            estimators.covers(rule.spec, op, "node %r" % nodes.names[members()[0]],
                               what, rule.params)
         if op == "IdentityN":
             continue
-        if (estimators.ESTIMATORS[rule.estimator].op_type == "Identity"
+        if (rule.spec.op_type == "Identity"
                 and op not in IDENTITY_OPS and not allow_replace):
             raise _replace_error(what, rule, nodes.names[members()[0]], op)
         if not _same_dtype_by_def(op):
@@ -282,7 +283,7 @@ def check_imports(graph_def, what, functions=()):
         library = {f.signature.name: f for f in graph_def.library.function}
         for name in functions:
             with tf.Graph().as_default():
-                _compat.function_def_to_graph(library[name])
+                compat.function_def_to_graph(library[name])
     except _NOT_IMPORTABLE as e:
         raise RuleError(
             "%s: the rewritten graph does not import into TensorFlow (%s); "

@@ -56,8 +56,8 @@ from tensorflow.core.framework import graph_pb2
 from graph_override.errors import GraphDefError
 from graph_override.frozen.graphdef.io import load
 from graph_override.frozen.patching.engine import patch
-from graph_override.frozen.patching.rules import as_rules
-from graph_override.frozen.tf2 import graph as function_graph
+from graph_override.frozen.patching.patch_rules import as_rules
+from graph_override.frozen.tf2 import graph
 from graph_override.frozen.tf2 import save as save_lib
 
 __all__ = [ "FrozenFunction", "to_function"]
@@ -93,18 +93,18 @@ class FrozenFunction(tf.Module):
         else:
             raise GraphDefError("to_function(): expected a GraphDef or a path to one, "
                                 "got %s" % type(model).__name__)
-        function_graph.check_ops(graph_def, source)
-        self.inputs = function_graph.check_names(graph_def, inputs, "inputs", source)
-        self.outputs = function_graph.check_names(graph_def, outputs, "outputs", source)
-        used = function_graph.check_pruned(graph_def, self.inputs, self.outputs, source)
+        graph.check_ops(graph_def, source)
+        self.inputs = graph.check_names(graph_def, inputs, "inputs", source)
+        self.outputs = graph.check_names(graph_def, outputs, "outputs", source)
+        used = graph.check_pruned(graph_def, self.inputs, self.outputs, source)
         self.rules = as_rules(rules) if rules else []
         self.patch_report = None
         if self.rules:
             graph_def, self.patch_report = patch(graph_def, self.rules, on_no_match=on_no_match)
-        function_graph.resolve_gradient_names(graph_def, source)
+        graph.resolve_gradient_names(graph_def, source)
         self.source = source
         self.graph_def = graph_def
-        weights = function_graph.select_weights(graph_def, trainable, used, source)
+        weights = graph.select_weights(graph_def, trainable, used, source)
         self.weight_names = [name for name, _ in weights]
         self.weights = [tf.Variable(value, name=_variable_name(name))
                         for name, value in weights]
@@ -116,8 +116,8 @@ class FrozenFunction(tf.Module):
     def _build(self):
         """Imports the graph (weights as Placeholders) and prunes it: the
         ConcreteFunction a call runs, and the specs of inputs and outputs."""
-        self._concrete, specs, self.output_specs = function_graph.wrap(
-            function_graph.as_placeholders(self.graph_def, self._weight_values),
+        self._concrete, specs, self.output_specs = graph.wrap(
+            graph.as_placeholders(self.graph_def, self._weight_values),
             self.inputs + [n + ":0" for n in self.weight_names], self.outputs)
         self.input_specs = specs[:len(self.inputs)]
         self._weight_values = None  # the variables hold them now

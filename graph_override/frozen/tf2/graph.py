@@ -15,8 +15,9 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import graph_pb2, node_def_pb2
 
-from graph_override import _compat, registry, user_functions
-from graph_override.errors import ConversionError, UnknownGradientError
+from graph_override import registry, user_functions
+from graph_override._tensorflow import compat
+from graph_override.errors import ConversionError, ConversionUsageError, UnknownGradientError
 from graph_override.frozen.graphdef.consts import check_claim
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, ancestors, node_list
 from graph_override.frozen.inspection.inspector import V1_LOOP_OPS, VARIABLE_OPS
@@ -37,18 +38,10 @@ _FLOAT_ENUMS = frozenset(t.as_datatype_enum for t in (
     tf.float16, tf.bfloat16, tf.float32, tf.float64))
 
 
-def _usage_error(message):
-    """A ConversionError about what the caller asked for (a name, a regex),
-    not about the graph: the CLI exits 2 for it."""
-    error = ConversionError(message)
-    error.usage = True
-    return error
-
-
 def _tensor_name(name):
     """'x' -> 'x:0'; 'x:1' stays; '^x' is not a tensor."""
     if not isinstance(name, str) or not name or name.startswith("^"):
-        raise _usage_error("expected a tensor name such as 'x:0', got %r" % (name,))
+        raise ConversionUsageError("expected a tensor name such as 'x:0', got %r" % (name,))
     base, sep, index = name.rpartition(":")
     if sep and index.isdigit():
         return name
@@ -60,12 +53,12 @@ def check_names(graph_def, names, what, source):
     if isinstance(names, str):
         names = [names]
     if not isinstance(names, collections.abc.Iterable):
-        raise _usage_error("%s: %s must be a list of tensor names such as ['x:0'], got %r"
-                           % (source, what, names))
+        raise ConversionUsageError("%s: %s must be a list of tensor names such as ['x:0'], got %r"
+                                   % (source, what, names))
     names = [_tensor_name(n) for n in names]
     if not names:
-        raise _usage_error("%s: no %s given; name at least one tensor, e.g. 'x:0'"
-                              % (source, what))
+        raise ConversionUsageError("%s: no %s given; name at least one tensor, e.g. 'x:0'"
+                                      % (source, what))
     nodes = {n.name: n for n in graph_def.node}
     for name in names:
         base = name.rpartition(":")[0]
@@ -73,22 +66,22 @@ def check_names(graph_def, names, what, source):
             hints = difflib.get_close_matches(base, list(nodes), n=3, cutoff=0.5)
             if what == "inputs" and not hints:
                 hints = [n.name for n in graph_def.node if n.op == "Placeholder"][:5]
-            raise _usage_error(
+            raise ConversionUsageError(
                 "%s: %s names %r, but the graph has no node %r.%s See the node "
                 "names with `graph-override inspect MODEL --json` or "
                 "[n.name for n in graph_def.node]." % (
                     source, what, name, base, (" Did you mean %s?" % ", ".join(
                         repr(h + ":0") for h in hints)) if hints else ""))
-        op_def = _compat.op_def(nodes[base].op)
+        op_def = compat.op_def(nodes[base].op)
         index = int(name.rpartition(":")[2])
         if op_def is not None and len(op_def.output_arg) == 1 and not (
                 op_def.output_arg[0].number_attr or op_def.output_arg[0].type_list_attr) \
                 and index > 0:
-            raise _usage_error("%s: %s names %r, but node %r (op %s) has one output; "
-                                  "use %r" % (source, what, name, base, nodes[base].op,
-                                              base + ":0"))
+            raise ConversionUsageError("%s: %s names %r, but node %r (op %s) has one output; "
+                                          "use %r" % (source, what, name, base, nodes[base].op,
+                                                      base + ":0"))
     if len(set(names)) != len(names):
-        raise _usage_error("%s: %s name a tensor twice: %s" % (source, what, names))
+        raise ConversionUsageError("%s: %s name a tensor twice: %s" % (source, what, names))
     return names
 
 
@@ -110,7 +103,7 @@ def check_ops(graph_def, source):
     for where, node in _all_nodes(graph_def):
         if node.op in V1_LOOP_OPS and where:
             v1.append("%s%s (%s)" % (where, node.name, node.op))
-        elif node.op not in library and not _compat.is_op_type(node.op):
+        elif node.op not in library and not compat.is_op_type(node.op):
             unknown.setdefault(node.op, []).append(where + node.name)
     if unknown:
         raise ConversionError(
@@ -149,12 +142,12 @@ def check_pruned(graph_def, inputs, outputs, source):
             if ops[name] in _PLACEHOLDER_OPS:
                 unfed.append((output, name))
     if unfed:
-        raise _usage_error("%s: %s: add %s to inputs (CLI: --inputs), or choose "
-                           "outputs that do not need %s" % (source, "; ".join(
-                               "output %s depends on Placeholder %s" % pair
-                               for pair in unfed), ", ".join(
-                                   repr(n + ":0") for _, n in unfed),
-                               "them" if len(unfed) > 1 else "it"))
+        raise ConversionUsageError("%s: %s: add %s to inputs (CLI: --inputs), or choose "
+                                   "outputs that do not need %s" % (source, "; ".join(
+                                       "output %s depends on Placeholder %s" % pair
+                                       for pair in unfed), ", ".join(
+                                           repr(n + ":0") for _, n in unfed),
+                                       "them" if len(unfed) > 1 else "it"))
     variables = sorted(n for n in used if ops[n] in VARIABLE_OPS)
     if variables:
         raise ConversionError(
@@ -204,17 +197,17 @@ def select_weights(graph_def, trainable, used, source):
     consts = [n for n in graph_def.node if n.op == "Const" and n.name in used
               and n.attr["dtype"].type in _FLOAT_ENUMS]
     if isinstance(trainable, bool) or not isinstance(trainable, (str, int)):
-        raise _usage_error("trainable must be a regular expression or a minimum "
-                              "number of elements, got %r" % (trainable,))
+        raise ConversionUsageError("trainable must be a regular expression or a minimum "
+                                      "number of elements, got %r" % (trainable,))
     if not isinstance(trainable, str) and trainable < 0:
-        raise _usage_error("trainable=%r: a minimum number of elements cannot be "
-                           "negative; give 0 for every float Const" % (trainable,))
+        raise ConversionUsageError("trainable=%r: a minimum number of elements cannot be "
+                                   "negative; give 0 for every float Const" % (trainable,))
     if isinstance(trainable, str):
         try:
             search = re.compile(trainable).search
         except re.error as e:
-            raise _usage_error("trainable=%r is not a valid regular expression: %s"
-                                  % (trainable, e)) from e
+            raise ConversionUsageError("trainable=%r is not a valid regular expression: %s"
+                                          % (trainable, e)) from e
         chosen = [n for n in consts if search(n.name)]
     else:
         chosen = [n for n in consts
@@ -223,7 +216,7 @@ def select_weights(graph_def, trainable, used, source):
     if not chosen:
         largest = sorted(consts, key=lambda n: -np.prod(
             [d.size for d in n.attr["value"].tensor.tensor_shape.dim]))[:5]
-        raise _usage_error(
+        raise ConversionUsageError(
             "%s: trainable=%r selects no float Const node (of %d that the outputs "
             "depend on). The largest are: "
             "%s." % (source, trainable, len(consts), ", ".join(

@@ -18,7 +18,7 @@ other shapes. Everything else is refused:
 clip_gradient (its gradient is not linear in dy, so no stop_gradient form
 exists) and names registered in this process only.
 
-The directory is written atomically (`graph_override._atomic_dir`): into a
+The directory is written atomically (`graph_override._files.atomic_dir`): into a
 hidden temporary sibling folder, loaded back and checked (its gradient is
 built, as plain TensorFlow would, where the graph keeps gradient names), then
 renamed into place; an existing SavedModel is replaced only with
@@ -35,12 +35,14 @@ import warnings
 
 import tensorflow as tf
 
-from graph_override import _atomic_dir, _compat, builtin_names
-from graph_override.errors import ConversionError, RuleError
+from graph_override import builtin_names
+from graph_override._tensorflow import compat
+from graph_override._files import atomic_dir
+from graph_override.errors import ConversionError, ConversionUsageError, RuleError
 from graph_override.frozen.patching.engine import make_portable
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, node_list, nodes_by_gradient
-from graph_override.frozen.patching.rules import Rule
-from graph_override.frozen.tf2 import graph as function_graph
+from graph_override.frozen.patching.patch_rules import Rule
+from graph_override.frozen.tf2 import graph
 
 __all__ = ["SIGNATURE_KEY", "check_target", "output_keys", "portable_graph_def", "save"]
 
@@ -78,7 +80,7 @@ def portable_graph_def(graph_def, source="<GraphDef>"):
         if parsed is not None:
             rules.append((Rule(gradient_op_type=_glob_escape(name), estimator=parsed[0],
                                params=parsed[1]), nodes))
-        elif not _compat.is_op_type(name):
+        elif not compat.is_op_type(name):
             refused.append("%r at node(s) %s is registered in this process only"
                            % (name, node_list(nodes)))
     if refused:
@@ -118,8 +120,8 @@ class _Serving(tf.Module):
         else:
             weights = list(zip(frozen_fn.weight_names,
                                [w.numpy() for w in frozen_fn.weights]))
-            concrete, specs, output_specs = function_graph.wrap(
-                function_graph.as_placeholders(graph_def, weights),
+            concrete, specs, output_specs = graph.wrap(
+                graph.as_placeholders(graph_def, weights),
                 frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
                 frozen_fn.outputs)
             input_specs = specs[:len(frozen_fn.inputs)]
@@ -143,22 +145,23 @@ def output_keys(outputs):
 
 
 def check_target(path, overwrite):
-    """Refuses a `path` that `save` may not write (see `save`)."""
+    """Refuses a `path` that `save` may not write (see `save`): a
+    ConversionUsageError, bad usage rather than a fault of the graph."""
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
-        raise ConversionError("%s: the folder %s does not exist; create it first"
-                              % (path, parent))
+        raise ConversionUsageError("%s: the folder %s does not exist; create it first"
+                                   % (path, parent))
     if os.path.lexists(path):
         if not overwrite:
-            raise ConversionError("%s: exists already; pass overwrite=True (CLI: "
-                                  "--force) to replace it" % path)
+            raise ConversionUsageError("%s: exists already; pass overwrite=True (CLI: "
+                                       "--force) to replace it" % path)
         if not os.path.isdir(path) or os.path.islink(path):
-            raise ConversionError("%s: exists and is not a directory; refusing to "
-                                  "replace it with a SavedModel" % path)
+            raise ConversionUsageError("%s: exists and is not a directory; refusing to "
+                                       "replace it with a SavedModel" % path)
         if os.listdir(path) and not os.path.exists(os.path.join(path, "saved_model.pb")):
-            raise ConversionError("%s: is a non-empty directory that holds no "
-                                  "SavedModel; refusing to replace it, even with "
-                                  "overwrite" % path)
+            raise ConversionUsageError("%s: is a non-empty directory that holds no "
+                                       "SavedModel; refusing to replace it, even with "
+                                       "overwrite" % path)
 
 
 def _umask():
@@ -214,14 +217,6 @@ def _verify(folder, module, source, path, differentiate):
         ) from e
 
 
-def _target_error(message):
-    # A target that cannot be written is bad usage (CLI exit 2), as when
-    # check_target refuses it before the work.
-    error = ConversionError(message)
-    error.usage = True
-    return error
-
-
 def _write_error(path, tmp, error):
     """What a failed write of the SavedModel says (a full disk, a folder
     that became unwritable), naming `path`, not the hidden temporary."""
@@ -231,10 +226,10 @@ def _write_error(path, tmp, error):
         text = getattr(error, "message", None) or str(error)
     if tmp:
         text = text.replace(tmp, path)
-    return _target_error("%s: the SavedModel could not be written (%s: %s); nothing "
-                         "was written and any previous %s is unchanged"
-                         % (path, type(error).__name__, text.splitlines()[0][:300]
-                            if text else "", os.path.basename(path)))
+    return ConversionUsageError("%s: the SavedModel could not be written (%s: %s); nothing "
+                                "was written and any previous %s is unchanged"
+                                % (path, type(error).__name__, text.splitlines()[0][:300]
+                                   if text else "", os.path.basename(path)))
 
 
 def save(frozen_fn, path, *, overwrite=False):
@@ -258,16 +253,13 @@ def save(frozen_fn, path, *, overwrite=False):
     """
     path = os.path.abspath(os.fspath(path))
     if os.path.isdir(os.path.dirname(path)):
-        for note in _atomic_dir.recover(path):
+        for note in atomic_dir.recover(path):
             warnings.warn(note, RuntimeWarning, stacklevel=2)
-    try:
-        check_target(path, overwrite)
-    except ConversionError as e:  # a target that cannot be written: usage (CLI exit 2)
-        raise _target_error(str(e)) from None
+    check_target(path, overwrite)
     graph_def = portable_graph_def(frozen_fn.graph_def, frozen_fn.source)
     module = _Serving(frozen_fn, graph_def)
     try:
-        tmp = _atomic_dir.make_temporary(path)
+        tmp = atomic_dir.make_temporary(path)
     except OSError as e:
         raise _write_error(path, "", e) from None
     try:
@@ -285,15 +277,12 @@ def save(frozen_fn, path, *, overwrite=False):
             raise _write_error(path, tmp, e) from None
         _verify(tmp, module, frozen_fn.source, path,
                 differentiate=bool(nodes_by_gradient(graph_def) or _library_names(graph_def)))
-        try:
-            check_target(path, overwrite)
-        except ConversionError as e:  # another writer was faster
-            raise _target_error(str(e)) from None
+        check_target(path, overwrite)  # another writer may have been faster
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700
         try:
-            _atomic_dir.replace(tmp, path, overwrite)
+            atomic_dir.replace(tmp, path, overwrite)
         except FileExistsError:
-            raise _target_error(
+            raise ConversionUsageError(
                 "%s: appeared while the SavedModel was being written (another process "
                 "writing the same folder?); it was left as it is and nothing was "
                 "written. Pass overwrite=True (CLI: --force) to replace it." % path

@@ -22,8 +22,8 @@ import types
 
 import tensorflow as tf
 
-from graph_override import _compat
-from graph_override._op_signatures import outside_reason
+from graph_override._tensorflow import compat
+from graph_override._trust.op_signatures import outside_reason
 
 __all__ = ["PURE_NAMESPACES", "allow_op_functions", "allowed_module", "pure_raw_op",
            "pure_tf_op", "user_named"]
@@ -61,7 +61,7 @@ def pure_raw_op(op_name):
     here, not stateful, without function attributes or reference (TF1
     variable) arguments, and named like none of the ops that reach outside
     their inputs."""
-    op_def = _compat.op_def(op_name)
+    op_def = compat.op_def(op_name)
     if op_def is None or op_def.is_stateful:
         return False
     if any(a.type in ("func", "list(func)") for a in op_def.attr):

@@ -13,7 +13,7 @@ import TensorFlow) both read through it.
 import os
 import stat
 
-from graph_override._atomic import file_kind
+from graph_override._files.atomic import file_kind
 
 __all__ = ["read_regular_file"]
 
@@ -23,7 +23,7 @@ def read_regular_file(path, max_bytes, *, error, expected, too_large):
 
     Example:
       >>> import os, tempfile
-      >>> from graph_override._read import read_regular_file
+      >>> from graph_override._files.read import read_regular_file
       >>> path = os.path.join(tempfile.mkdtemp(), "fifo.py")
       >>> os.mkfifo(path)
       >>> read_regular_file(path, 10, error=ValueError, expected="a .py file",

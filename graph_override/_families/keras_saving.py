@@ -9,7 +9,7 @@ names: its op function's (`op_fn_name`) and its gradient's
 Op function names are ``tf.PATH`` for TensorFlow's public op functions
 (``tf.sign``, ``tf.raw_ops.Sign``) and ``module:qualname`` for a module-level
 function of the user's own code. Loading never imports a module and runs
-only what `graph_override._allowed` allows: TensorFlow's pure op functions
+only what `graph_override._trust.allowed` allows: TensorFlow's pure op functions
 and the functions the user named, so a saved file cannot name an arbitrary
 function to run.
 """
@@ -23,7 +23,8 @@ import types
 
 import tensorflow as tf
 
-from graph_override import _allowed, registry
+from graph_override import registry
+from graph_override._trust import allowed
 from graph_override.errors import SerializationError, UnknownGradientError
 
 __all__ = ["PACKAGE", "gradient_name", "no_name", "op_fn_name", "register",
@@ -163,7 +164,7 @@ def resolve_op_fn(name, where):
     """The op function saved as `name`; `where` says what is being loaded.
 
     A saved model may name TensorFlow's pure op functions and the functions
-    the user named (`graph_override._allowed`); deciding runs nothing.
+    the user named (`graph_override._trust.allowed`); deciding runs nothing.
 
     Raises:
       SerializationError: `name` is malformed, or names a function that is
@@ -176,14 +177,14 @@ def resolve_op_fn(name, where):
                                  % (where, name))
     utils = [u for _, u in _keras_modules()]
     if name.startswith("tf.") and ":" not in name:
-        fn = _allowed.pure_tf_op(name[3:]) or _allowed.user_named(utils, name, None, None)
+        fn = allowed.pure_tf_op(name[3:]) or allowed.user_named(utils, name, None, None)
         if fn is None:
             raise SerializationError(
                 "%s: the saved model names %s, which is not one of the TensorFlow "
                 "op functions a saved model may name: those of %s and tf.raw_ops that "
                 "build ops from their inputs alone (no files, Python code, random or "
                 "process state). %s" % (where, name, ", ".join(
-                    "tf." + n if n else "tf" for n in _allowed.PURE_NAMESPACES[:6]),
+                    "tf." + n if n else "tf" for n in allowed.PURE_NAMESPACES[:6]),
                     _how_to_allow(name, "tf", name[3:])))
         return fn
     module, _, qualname = name.partition(":")
@@ -192,10 +193,10 @@ def resolve_op_fn(name, where):
         raise SerializationError(
             "%s: the op function %r is neither a TensorFlow op function "
             "('tf.sign') nor 'module:function'." % (where, name))
-    fn = _allowed.user_named(utils, name, module, qualname)
+    fn = allowed.user_named(utils, name, module, qualname)
     if fn is not None:
         return fn
-    if not _allowed.allowed_module(module):
+    if not allowed.allowed_module(module):
         raise SerializationError(
             "%s: the saved model names the function %s of module %r, which you have "
             "not allowed; loading runs only TensorFlow's pure op functions and "

@@ -6,7 +6,7 @@ OpDef: a string input or attr named like a file, a path, a pattern of files,
 a checkpoint prefix or an address (ReadFile's ``filename``,
 GenerateVocabRemapping's ``new_vocab_file``, DataServiceDatasetV4's
 ``address``). `outside_reason` reads that; `frozen.inspection.risky` (which
-op types `inspect` flags) and `_allowed` (which raw ops a saved Keras model
+op types `inspect` flags) and `allowed` (which raw ops a saved Keras model
 may name) both ask it, so the two never disagree.
 """
 
@@ -29,10 +29,10 @@ def outside_reason(op_def):
     words ("reads or writes files (input 'filename')"), or None.
 
     Example:
-      >>> from graph_override import _compat
-      >>> outside_reason(_compat.op_def("ReadFile"))
+      >>> from graph_override._tensorflow import compat
+      >>> outside_reason(compat.op_def("ReadFile"))
       "reads or writes files (input 'filename')"
-      >>> outside_reason(_compat.op_def("Sign")) is None
+      >>> outside_reason(compat.op_def("Sign")) is None
       True
     """
     for pattern, what in ((_NETWORK_ARG, "reaches the network or a database (%s %r)"),

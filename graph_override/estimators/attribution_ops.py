@@ -14,7 +14,8 @@ import contextlib
 import numpy as np
 import tensorflow as tf
 
-from graph_override import _compat, _stderr
+from graph_override._tensorflow import compat
+from graph_override._console import stderr
 from graph_override.errors import RuleError
 from graph_override.estimators.ops import const
 
@@ -284,12 +285,12 @@ def _start_xla_quietly():
     silenced where TF_CPP_MIN_LOG_LEVEL asks for quiet: XLA's first
     compilation in a process writes "Compiled cluster using XLA!" (and absl's
     pre-initialization notice) from native code, past that setting
-    (`graph_override._stderr`). Where it fails, the rules keep separate ops."""
+    (`graph_override._console.stderr`). Where it fails, the rules keep separate ops."""
     if not hasattr(_start_xla_quietly, "works"):
-        quiet = (_stderr.native_stderr_silenced() if _stderr.quiet_requested()
+        quiet = (stderr.native_stderr_silenced() if stderr.quiet_requested()
                  else contextlib.nullcontext())
         try:
-            with _compat.eager_scope(), quiet:
+            with compat.eager_scope(), quiet:
                 tf.function(lambda t: t + 1.0, jit_compile=True)(tf.zeros([1]))
             _start_xla_quietly.works = True
         except (tf.errors.OpError, ValueError, NotImplementedError):
@@ -304,7 +305,7 @@ def fused_gradient(spec, x, dy, params, y, plain):
     if (not FUSE or spec.name not in _FUSED_RULES or tf.executing_eagerly()
             or x.dtype.base_dtype not in _FUSED_DTYPES or dy.dtype != x.dtype
             or (spec.name, params["activation"]) in _UNFUSED or _gpus()
-            or _compat.in_v1_control_flow(x) or not _start_xla_quietly()):
+            or compat.in_v1_control_flow(x) or not _start_xla_quietly()):
         return None
     key = (spec.name, tuple(sorted(params.items())))
     function = _fused_functions.get(key)

@@ -1,7 +1,7 @@
 """Docstrings of the estimator functions, rendered for each family from the
 record's `Doc` (graph_override/estimators/table.py).
 
-`graph_override._family` sets ``fn.__doc__ = docstring(name, family)``. The
+`graph_override._families.functions` sets ``fn.__doc__ = docstring(name, family)``. The
 examples are executed by tests/docs/test_docs.py, in the mode the family needs.
 """
 

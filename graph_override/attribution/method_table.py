@@ -45,10 +45,10 @@ activations is not linear, and every method then uses its plain gradient
 (the convention of DeepExplain and Captum for ops they do not know).
 
 Example:
-  >>> from graph_override.attribution import rules
-  >>> rules.rule_strings("eps_lrp", epsilon=0.01)[:2]
+  >>> from graph_override.attribution import method_table
+  >>> method_table.rule_strings("eps_lrp", epsilon=0.01)[:2]
   ['Relu=eps_lrp:epsilon=0.01', 'Relu6=eps_lrp:epsilon=0.01']
-  >>> rules.METHODS["deeplift"].baseline
+  >>> method_table.METHODS["deeplift"].baseline
   True
 """
 

@@ -8,7 +8,8 @@ import itertools
 import re
 import warnings
 
-from graph_override import _compat, builtin_names, estimators, registry, user_functions
+from graph_override import builtin_names, estimators, registry, user_functions
+from graph_override._tensorflow import compat
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, gradient_attr
 from graph_override.errors import (NoMatchError, RuleError, UnknownGradientError,
                                    UnknownOpTypeError)
@@ -24,7 +25,9 @@ class Rule:
     the node name), `gradient_op_type` (a glob on the node's current
     ``_gradient_op_type``, e.g. "CustomGradient-*").
 
-    Actions: `estimator` (+ `params`) sets a built-in estimator's gradient;
+    Actions: `estimator` (+ `params`) sets a built-in estimator's gradient
+    (a name, looked up once, or its record: the rule keeps the name and
+    the record, `spec`);
     `gradient` sets a registered gradient name; `remove` deletes the
     ``_gradient_op_type`` attr, so the op's own gradient applies again.
 
@@ -53,8 +56,8 @@ class Rule:
         if actions != 1:
             raise RuleError("a rule needs exactly one action: estimator=..., "
                             "gradient=... or remove=True; got %d" % actions)
-        if self.op_type is not None and not _compat.is_op_type(self.op_type):
-            hints = _compat.op_type_suggestions(self.op_type)
+        if self.op_type is not None and not compat.is_op_type(self.op_type):
+            hints = compat.op_type_suggestions(self.op_type)
             raise UnknownOpTypeError(
                 "rule selects op type %r, which TensorFlow does not know.%s" % (
                     self.op_type, (" Did you mean %s?" % " or ".join(
@@ -66,11 +69,16 @@ class Rule:
                 raise RuleError("rule name_regex %r is not a valid regular "
                                 "expression: %s" % (self.name_regex, e)) from e
         if self.estimator is not None:
+            # The one look-up of the name (none if given the record, as
+            # parse_rule does); the record travels with the rule from here.
             try:
-                params = estimators.normalize(self.estimator, dict(self.params or {}))
+                spec = estimators.spec(self.estimator)
+                params = estimators.normalize(spec, dict(self.params or {}))
             except (TypeError, ValueError) as e:
                 raise RuleError("rule %s: %s" % (self.describe_selector(), e)) from e
+            object.__setattr__(self, "estimator", spec.name)
             object.__setattr__(self, "params", dict(params))
+            object.__setattr__(self, "_spec", spec)
         elif self.params:
             raise RuleError("rule parameters %r need an estimator" % (self.params,))
         if self.gradient is not None and not registry.is_resolvable(self.gradient):
@@ -80,10 +88,15 @@ class Rule:
                 raise RuleError("rule %s: %s" % (self.describe_selector(), e)) from e
 
     @property
+    def spec(self):
+        """The estimator's record (`estimators.EstimatorSpec`), or None."""
+        return getattr(self, "_spec", None)
+
+    @property
     def target(self):
         """The gradient name this rule sets, or None for `remove`."""
         if self.estimator is not None:
-            return builtin_names.builtin_name(self.estimator, self.params)  # normalized
+            return builtin_names.builtin_name(self.spec, self.params)  # normalized
         return self.gradient
 
     def describe_selector(self):
@@ -167,11 +180,12 @@ def _action_kwargs(text, action):
 
 def _action(text, action):
     name, _, param_text = action.partition(":")
-    if name in estimators.ESTIMATORS:
+    spec = estimators.ESTIMATORS.get(name)  # the rule gets the record, not the name
+    if spec is not None:
         if "=" not in param_text and user_functions.is_function_spec("m:" + param_text) and (
-                param_text not in {p.name for p in estimators.ESTIMATORS[name].params}):
+                param_text not in {p.name for p in spec.params}):
             user_functions.import_function(action)  # raises: MODULE collides with it
-        return {"estimator": name, "params": _params(text, param_text)}
+        return {"estimator": spec, "params": _params(text, param_text)}
     if action == "remove":
         return {"remove": True}
     if not action:

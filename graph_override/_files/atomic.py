@@ -129,8 +129,8 @@ def refuse_special(path):
     (a symbolic link included, whatever it points to).
 
     Example:
-      >>> from graph_override import _atomic
-      >>> _atomic.refuse_special("/dev/null")
+      >>> from graph_override._files import atomic
+      >>> atomic.refuse_special("/dev/null")
       Traceback (most recent call last):
       ...
       graph_override.errors.SpecialFileError: /dev/null: is a character device, not a regular file; refusing to replace it (even with --force). Write to a regular file's path.

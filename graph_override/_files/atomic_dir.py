@@ -2,7 +2,7 @@
 writers that were killed.
 
 A new directory is written into a hidden temporary sibling,
-``.NAME.PID.*.tmp`` (see `graph_override._atomic.temp_prefix`), and then:
+``.NAME.PID.*.tmp`` (see `graph_override._files.atomic.temp_prefix`), and then:
 
 * for a new target, renamed into place with ``RENAME_NOREPLACE`` where the
   system has it (two writers racing for one new name: the loser gets
@@ -26,7 +26,7 @@ import os
 import shutil
 import tempfile
 
-from graph_override._atomic import rename_exchange, rename_noreplace, stale_names, temp_prefix
+from graph_override._files.atomic import rename_exchange, rename_noreplace, stale_names, temp_prefix
 
 __all__ = ["make_temporary", "recover", "replace"]
 

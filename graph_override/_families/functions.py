@@ -17,7 +17,8 @@ flow on tensors to convert).
 
 import tensorflow as tf
 
-from graph_override import _docs, estimators
+from graph_override import estimators
+from graph_override._families import docstrings
 
 __all__ = ["ESTIMATOR_FUNCTIONS", "define"]
 
@@ -50,7 +51,7 @@ def define(module_name, family, apply):
 
     Each family module binds them, and lists them in its ``__all__``::
 
-        _FUNCTIONS = _family.define(__name__, "tf2", _apply)
+        _FUNCTIONS = functions.define(__name__, "tf2", _apply)
         globals().update(_FUNCTIONS)
     """
     out = {}
@@ -58,6 +59,6 @@ def define(module_name, family, apply):
         fn = _function(estimators.ESTIMATORS[name], apply)
         fn.__module__ = module_name
         fn.__qualname__ = name
-        fn.__doc__ = _docs.docstring(name, family)
+        fn.__doc__ = docstrings.docstring(name, family)
         out[name] = tf.autograph.experimental.do_not_convert(fn)
     return out

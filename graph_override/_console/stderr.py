@@ -7,7 +7,7 @@ drivers" while it is imported (2.21), and XLA's "Compiled cluster using
 XLA!" the first time a process compiles a function (2.15 and 2.21), whatever
 TF_CPP_MIN_LOG_LEVEL says. `native_stderr_silenced` points the descriptor at
 /dev/null around such a step; the command line uses it for the import,
-`graph_override.estimators.rules` for its first compiled gradient.
+`graph_override.estimators.attribution_ops` for its first compiled gradient.
 """
 
 import contextlib
@@ -31,7 +31,7 @@ def native_stderr_silenced():
 
     Example:
       >>> import os
-      >>> from graph_override._stderr import native_stderr_silenced
+      >>> from graph_override._console.stderr import native_stderr_silenced
       >>> with native_stderr_silenced():
       ...     _ = os.write(2, b"not shown")
     """

@@ -1,7 +1,7 @@
 """Writing several files all or nothing (the maps and the picture of
 `graph-override explain`).
 
-Each file is written with `graph_override._atomic.atomic_write`, so each is
+Each file is written with `graph_override._files.atomic.atomic_write`, so each is
 whole or untouched; this module adds that a failure on one undoes those
 written before it: a file this run created is removed, a file it replaced
 gets its previous content back. The previous content is kept, until every
@@ -9,13 +9,13 @@ file is written, as a hidden hard link ``.NAME.PID.*.tmp`` beside the file
 (no copy, no extra space: putting it back is a rename, which works on a
 full disk), or, on a file system without hard links, as bytes in memory. A
 process killed outright leaves the files it had written and such a link,
-which the next write of the same target removes (`_atomic.stale_names`).
+which the next write of the same target removes (`atomic.stale_names`).
 """
 
 import os
 import secrets
 
-from graph_override import _atomic
+from graph_override._files import atomic
 
 __all__ = ["write_all"]
 
@@ -23,12 +23,12 @@ __all__ = ["write_all"]
 def _keep(path):
     """What puts `path`'s present file back: a hidden hard link to it, or
     (bytes, mode) where hard links are not supported; None for no file."""
-    _atomic.refuse_special(path)
+    atomic.refuse_special(path)
     if not os.path.lexists(path):
         return None
     folder = os.path.dirname(os.path.abspath(path))
     for _ in range(100):
-        aside = os.path.join(folder, "%s%s.tmp" % (_atomic.temp_prefix(path),
+        aside = os.path.join(folder, "%s%s.tmp" % (atomic.temp_prefix(path),
                                                    secrets.token_hex(4)))
         try:
             os.link(path, aside)
@@ -38,8 +38,8 @@ def _keep(path):
         except FileNotFoundError:
             return None  # gone meanwhile
         except OSError as e:
-            if e.errno not in _atomic.NO_LINKS:
-                raise _atomic.naming(e, path) from None
+            if e.errno not in atomic.NO_LINKS:
+                raise atomic.naming(e, path) from None
             break
     with open(path, "rb") as f:
         return f.read(), os.stat(path).st_mode & 0o7777
@@ -61,12 +61,12 @@ def _put_back(path, kept):
         os.replace(kept, path)
     else:
         data, mode = kept
-        _atomic.atomic_write(path, data)
+        atomic.atomic_write(path, data)
         os.chmod(path, mode)
 
 
 def write_all(files, *, replace=False, keep_mode=True):
-    """Writes every file of `files`, or none: each with `_atomic.atomic_write`
+    """Writes every file of `files`, or none: each with `atomic.atomic_write`
     in turn; if one fails (also on KeyboardInterrupt), the ones written
     before it are put back as they were before the error is raised.
 
@@ -85,17 +85,17 @@ def write_all(files, *, replace=False, keep_mode=True):
 
     Example:
       >>> import os, tempfile
-      >>> from graph_override import _atomic, _atomic_group
+      >>> from graph_override._files import atomic, atomic_group
       >>> folder = tempfile.mkdtemp()
       >>> a, b = os.path.join(folder, "a.npy"), os.path.join(folder, "b.png")
-      >>> _atomic.atomic_write(b, b"before")
-      >>> _atomic_group.write_all([(a, b"new a"), (b, b"new b")])
+      >>> atomic.atomic_write(b, b"before")
+      >>> atomic_group.write_all([(a, b"new a"), (b, b"new b")])
       Traceback (most recent call last):
       ...
       FileExistsError: [Errno 17] File exists: '...b.png'
       >>> os.path.exists(a), open(b, "rb").read()
       (False, b'before')
-      >>> _atomic_group.write_all([(a, b"new a"), (b, b"new b")], replace=True)
+      >>> atomic_group.write_all([(a, b"new a"), (b, b"new b")], replace=True)
       >>> open(a, "rb").read(), open(b, "rb").read()
       (b'new a', b'new b')
     """
@@ -104,7 +104,7 @@ def write_all(files, *, replace=False, keep_mode=True):
         for path, data in files:
             kept = _keep(path) if replace else None
             try:
-                _atomic.atomic_write(path, data, keep_mode=keep_mode,
+                atomic.atomic_write(path, data, keep_mode=keep_mode,
                                      exclusive=kept is None)
             except BaseException as e:
                 _discard(kept)

@@ -1,0 +1,3 @@
+"""Files read and written safely: atomic writes of one file (`atomic`), of a
+folder (`atomic_dir`) and of several files all or nothing (`atomic_group`);
+inputs read as regular files of bounded size (`read`). Private to the package."""
