@@ -65,3 +65,14 @@ def damaged_model(how):
     graph_def = g.as_graph_def()
     _damage(next(n for n in graph_def.node if n.name == "w"), how)
     return graph_def
+
+
+def refuse_imports(monkeypatch):
+    """Makes TensorFlow's import of a GraphDef fail loudly (AssertionError):
+    a refusal must come first. Importing a recursive graph would kill the
+    test process, and running a damaged Const abort it; with this, code
+    that lacks the refusal fails the test instead."""
+    def refused(*args, **kwargs):
+        raise AssertionError("TensorFlow was asked to import the graph")
+
+    monkeypatch.setattr(tf.compat.v1, "import_graph_def", refused)

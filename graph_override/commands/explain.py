@@ -32,12 +32,21 @@ DESCRIPTION = (
     "Elu=mygrads:guided_elu for a gradient function of your own) sets the gradient\n"
     "of OP before the method's rules, so it wins where both select a node.\n"
     "\n"
-    "Exit status: 0 written; 1 the model cannot be run or differentiated as asked;\n"
-    "2 bad usage: an unknown method, unreadable MODEL or .npy, data or baseline of\n"
-    "the wrong shape or dtype, a class out of range, a name not in the graph, OUT\n"
-    "exists (without --force), OUT or PNG cannot be written or the picture drawn\n"
-    "(nothing written). Usage errors that need no model are reported before\n"
-    "TensorFlow is imported, at once.")
+    "MODEL comes from elsewhere: before anything of it is imported or run, a graph\n"
+    "that would run ops reaching outside the model (file reads and writes, PyFunc,\n"
+    "PrintV2, ...: the risky ops of `inspect`) on the way to --outputs, function\n"
+    "bodies included, is refused unless --allow-op OP names each op type.\n"
+    "\n"
+    "Exit status: 0 written; 1 the model cannot be run or differentiated as asked\n"
+    "(a library function that calls itself, out of memory, an error TensorFlow\n"
+    "raises running it, a --map function of your own that raises); 2 bad usage:\n"
+    "an unknown method, unreadable MODEL or .npy (a damaged Const, a .npy whose\n"
+    "header claims more than the file holds), ops that reach outside the model\n"
+    "not allowed with --allow-op, data or baseline of the wrong shape or dtype, a\n"
+    "class out of range, a name not in the graph, OUT exists (without --force),\n"
+    "OUT or PNG cannot be written or the picture drawn. Nothing is written on an\n"
+    "error, and each is one line. Usage errors that need no model are reported\n"
+    "before TensorFlow is imported, at once.")
 EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method guided_backprop --data x.npy -o maps.npy --png maps.png
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method deeplift --data x.npy --baseline zeros --target 3 -o maps.npy
