@@ -164,8 +164,8 @@ def test_inspect_method_refuses_it_too(tmp_path, capsys, no_import):
     ("fill", "Const 'w' claims 2199023255552 bytes"),
     ("short", "Const 'w' packs 7 bytes for shape [2, 2] of 16 bytes"),
     ("negative", "Const 'w' has the shape [-3, 2], which no value has"),
-    ("dtype", "Const 'w' is declared DT_FLOAT but its value is DT_DOUBLE"),
-    ("strings", "Const 'w' is declared DT_FLOAT but its value is DT_STRING"),
+    ("dtype", "Const 'w' is declared float32 but its value is float64"),
+    ("strings", "Const 'w' is declared float32 but its value is string"),
     ("colocation", "node 'w' is to be colocated with node 'missing'"),
 ])
 def test_a_damaged_const_or_colocation_is_refused_before_tensorflow_runs_it(

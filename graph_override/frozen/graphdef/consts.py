@@ -70,10 +70,10 @@ def check_claim(name, tensor, source, *, limit=MAX_VALUE_BYTES, fill_limit=MAX_F
 
 
 def _dtype_name(enum):
-    from tensorflow.core.framework import types_pb2  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     try:
-        return types_pb2.DataType.Name(enum)
-    except ValueError:
+        return tf.dtypes.as_dtype(enum).name
+    except TypeError:
         return "DataType %d" % enum
 
 
