@@ -45,6 +45,13 @@ setup(
     extras_require={
         "test": [
             "pytest>=7",
+            # The suite runs on every core (pytest.ini: -n auto). pytest-xdist
+            # is pytest's own parallel runner: one process per worker, so
+            # TensorFlow's global state (the gradient registry, the default
+            # graph, eager/graph mode) stays per process as the tests expect;
+            # its worksteal scheduling keeps the cores busy while the few
+            # long tests run.
+            "pytest-xdist>=3.5",
             # Property-based tests of the GraphDef reader (mutated bytes).
             "hypothesis>=6",
             # The estimator plot and the benchmark figures.

@@ -8,7 +8,14 @@ name=None)`` (so `inspect.signature`, `help()` and mkdocstrings show them),
 with the record's docstring for that family. The three families cannot
 drift apart in names, parameters or defaults, and a family module binds the
 functions with ``globals().update(...)``: it holds no list of names.
+
+Compiled from a template, a function has no source file that AutoGraph could
+read, so AutoGraph, asked to convert it inside any `tf.function`, would warn
+that it cannot: each is marked not to be converted (it has no Python control
+flow on tensors to convert).
 """
+
+import tensorflow as tf
 
 from graph_override import _docs, estimators
 
@@ -52,5 +59,5 @@ def define(module_name, family, apply):
         fn.__module__ = module_name
         fn.__qualname__ = name
         fn.__doc__ = _docs.docstring(name, family)
-        out[name] = fn
+        out[name] = tf.autograph.experimental.do_not_convert(fn)
     return out

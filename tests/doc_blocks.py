@@ -31,9 +31,10 @@ import io
 import os
 import pathlib
 import re
-import shlex
 import subprocess
 import sys
+
+import warm_python
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
@@ -100,19 +101,17 @@ def _bash(command, cwd, env):
 
 
 def _environment(scratch):
+    del scratch  # the launchers are shared by every page of the run
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    bindir = scratch / ".bin"
-    bindir.mkdir(exist_ok=True)
-    python = bindir / "python"
-    if not python.exists():
-        # A script that runs this interpreter by its own path, not a link to
-        # it: a virtual environment's interpreter reached through a link in
-        # another folder does not find its pyvenv.cfg, and runs as the base
-        # Python without the environment's packages.
-        python.write_text("#!/bin/sh\nexec %s \"$@\"\n" % shlex.quote(sys.executable))
-        python.chmod(0o755)
-    env["PATH"] = os.pathsep.join([str(bindir), os.path.dirname(sys.executable),
+    # `python` and `graph-override` are launchers of this interpreter
+    # (tests/warm_python.py): each command is a new process, forked from one
+    # that has imported TensorFlow already. The launcher runs this interpreter
+    # by its own path, not through a link: a virtual environment's
+    # interpreter reached through a link in another folder does not find its
+    # pyvenv.cfg, and runs as the base Python without the environment's
+    # packages.
+    env["PATH"] = os.pathsep.join([str(warm_python.shims()), os.path.dirname(sys.executable),
                                    env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))

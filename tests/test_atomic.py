@@ -12,6 +12,11 @@ from killed_writers import kill_when_ready
 from graph_override import _atomic, errors
 from graph_override._atomic import atomic_write
 
+# The same on every TensorFlow release by construction (it writes files;
+# no TensorFlow or Keras code runs):
+# compat/run.sh runs it under the newest release only.
+pytestmark = pytest.mark.release_independent
+
 
 def _leftovers(folder):
     return [n for n in os.listdir(folder) if n.endswith(".tmp")]

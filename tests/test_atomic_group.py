@@ -16,6 +16,11 @@ from graph_override._atomic_group import recover, write_all
 _real_write = _atomic.write_temporary
 _real_move = _atomic.move_into_place
 
+# The same on every TensorFlow release by construction (it writes groups of files;
+# no TensorFlow or Keras code runs):
+# compat/run.sh runs it under the newest release only.
+pytestmark = pytest.mark.release_independent
+
 
 def _hidden(folder):
     return sorted(n for n in os.listdir(folder) if n.startswith("."))

@@ -6,11 +6,12 @@ other, the built-in names, and the refusals."""
 import itertools
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 import graph_override as go
@@ -72,18 +73,26 @@ def np_derivative(op, x, y):
     }[op]()
 
 
-def np_rule(rule, op, x, y, dy, params):
-    """dx of `rule` on op `op` with input x, output y (TensorFlow's own, so
-    that only the rule is compared) and upstream dy."""
+def _guided(op, x, y, dy, params):
+    del params
+    return np.where(dy > 0, dy * np_derivative(op, x, y), x.dtype.type(0))
+
+
+def _deconv(op, x, y, dy, params):
+    del op, y, params
+    return np.where(dy > 0, dy, x.dtype.type(0))
+
+
+def _eps_lrp(op, x, y, dy, params):
+    del op
     t = x.dtype.type
-    if rule == "guided_relu":
-        return np.where(dy > 0, dy * np_derivative(op, x, y), t(0))
-    if rule == "deconv_relu":
-        return np.where(dy > 0, dy, t(0))
-    if rule == "eps_lrp":
-        with np.errstate(all="ignore"):
-            g = y / (x + t(params["epsilon"]) * np.where(x >= 0, t(1), t(-1)))
-        return dy * np.where(np.isfinite(g), g, t(0))
+    with np.errstate(all="ignore"):
+        g = y / (x + t(params["epsilon"]) * np.where(x >= 0, t(1), t(-1)))
+    return dy * np.where(np.isfinite(g), g, t(0))
+
+
+def _deeplift(op, x, y, dy, params):
+    t = x.dtype.type
     n = x.shape[0] // 2
     dx_, dy_ = x[:n] - x[n:], y[:n] - y[n:]
     big = (np.abs(dx_) >= t(params.get("threshold", 1e-10))) & (dx_ != 0)
@@ -91,6 +100,27 @@ def np_rule(rule, op, x, y, dy, params):
         m = np.where(big, dy_ / np.where(big, dx_, t(1)), np_derivative(op, x[:n], y[:n]))
     m = np.where(np.isfinite(m), m, t(0))
     return dy * np.concatenate([m, m])
+
+
+# One numpy reference per attribution rule of the estimator table: a new rule
+# fails test_every_rule_has_a_numpy_reference_and_cases until it has one.
+NP_RULES = {"guided_relu": _guided, "deconv_relu": _deconv, "eps_lrp": _eps_lrp,
+            "deeplift_rescale": _deeplift}
+
+
+def np_rule(rule, op, x, y, dy, params):
+    """dx of `rule` on op `op` with input x, output y (TensorFlow's own, so
+    that only the rule is compared) and upstream dy."""
+    return NP_RULES[rule](op, x, y, dy, params)
+
+
+def test_every_rule_has_a_numpy_reference_and_cases():
+    """Every attribution rule of the estimator table has a reference here,
+    and a case for each op type it covers."""
+    table = {name: spec.op_types for name, spec in go.estimators.ESTIMATORS.items()
+             if spec.op_types}
+    assert set(NP_RULES) == set(table)
+    assert set(CASES) == {(rule, op) for rule, ops in table.items() for op in ops}
 
 
 def _family_fn(family, rule, op, params):
@@ -688,7 +718,7 @@ def test_the_first_compiled_gradient_keeps_stderr_quiet_when_asked():
         "r = attribution.attribute(f, 'eps_lrp', np.ones((2, 2), 'float32'), target=0)\n"
         "print(r.maps.tolist())\n")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    run = warm_python.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, check=False)
     assert run.returncode == 0, run.stderr
     want = 3.0 / (3.0 + 1e-4) * np.array([[1.0, 2.0], [1.0, 2.0]])  # w[:, 0] y / (x + eps)

@@ -114,59 +114,100 @@ def ref_threshold(x, p):
     return np.float64(np.array(scaled, x.dtype) / np.array(dt(x.size), x.dtype))
 
 
+def _sign(x64, p):
+    del p
+    return np.where(x64 >= 0, 1.0, -1.0)
+
+
+def _tern(x, x64, p):
+    # larq's sign(sign(x + t) + sign(x - t)), t rounded to the dtype.
+    # Rounding x +- t to the dtype never changes its sign, so float64
+    # arithmetic gives the dtype's signs.
+    t = ref_threshold(x, p)
+    return np.sign(np.sign(x64 + t) + np.sign(x64 - t))
+
+
+def _dorefa(x, x64, p):
+    n = float(2 ** p["k_bit"] - 1)
+    # IEEE arithmetic in the input dtype: each operation exact in float64,
+    # then rounded once to the dtype (float64 has 53 >= 2p + 2 bits, so the
+    # double rounding is harmless for all four dtypes).
+    def r(v):
+        return v.astype(x.dtype).astype(np.float64)
+    c = np.clip(x64, 0.0, 1.0)
+    return r(r(np.round(r(c * n))) / n)
+
+
+def _identity(x, x64, p):
+    del x64, p
+    return x.astype(np.float64)  # no arithmetic, no flushing
+
+
+# forward(x, x64, params) -> y as float64, x64 the input with subnormals
+# flushed as TensorFlow's kernels flush them. One entry per estimator record:
+# a record without one fails test_every_estimator_has_a_numpy_reference_and_cases.
+FORWARD = {
+    "ste_sign": lambda x, x64, p: _sign(x64, p),
+    "approx_sign": lambda x, x64, p: _sign(x64, p),
+    "swish_sign": lambda x, x64, p: _sign(x64, p),
+    "ste_heaviside": lambda x, x64, p: np.where(x64 > 0, 1.0, 0.0),
+    "ste_tern": _tern,
+    "ste_round": lambda x, x64, p: np.round(x64),
+    "ste_floor": lambda x, x64, p: np.floor(x64),
+    "dorefa_quantize": _dorefa,
+    "flip_gradient": _identity,
+    "scale_gradient": _identity,
+    "clip_gradient": _identity,
+}
+
+
+def _clipped(x, x64, dy64, p):
+    c = p.get("clip_value", 1.0)
+    return dy64 if c is None else dy64 * (np.abs(x64) <= np.float64(x.dtype.type(c)))
+
+
+def _swish(x, x64, dy64, p):
+    del x
+    b = p.get("beta", 5.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = b * (2 - b * x64 * np.tanh(b * x64 / 2)) / (1 + np.cosh(b * x64))
+    return dy64 * np.where(np.isinf(x64), 0.0, s)
+
+
+# gradient(x, x64, dy64, params) -> dx as float64; one entry per record.
+GRADIENT = {
+    "ste_sign": _clipped,
+    "ste_heaviside": _clipped,
+    "ste_tern": _clipped,
+    "approx_sign": lambda x, x64, dy64, p: dy64 * np.maximum(0.0, 2.0 - 2.0 * np.abs(x64)),
+    "swish_sign": _swish,
+    "ste_round": lambda x, x64, dy64, p: dy64,
+    "ste_floor": lambda x, x64, dy64, p: dy64,
+    "dorefa_quantize": lambda x, x64, dy64, p: dy64 * ((x64 >= 0) & (x64 <= 1)),
+    "flip_gradient": lambda x, x64, dy64, p: -p.get("scale", 1.0) * dy64,
+    "scale_gradient": lambda x, x64, dy64, p: p["scale"] * dy64,
+    "clip_gradient": lambda x, x64, dy64, p: np.clip(dy64, p["clip_value_min"],
+                                                     p["clip_value_max"]),
+}
+
+
 def ref_forward(name, x, p):
-    x64 = flush_subnormals(x)
-    if name in ("ste_sign", "approx_sign", "swish_sign"):
-        out = np.where(x64 >= 0, 1.0, -1.0)
-    elif name == "ste_heaviside":
-        out = np.where(x64 > 0, 1.0, 0.0)
-    elif name == "ste_tern":
-        # larq's sign(sign(x + t) + sign(x - t)), t rounded to the dtype.
-        # Rounding x +- t to the dtype never changes its sign, so float64
-        # arithmetic gives the dtype's signs.
-        t = ref_threshold(x, p)
-        out = np.sign(np.sign(x64 + t) + np.sign(x64 - t))
-    elif name == "ste_round":
-        out = np.round(x64)
-    elif name == "ste_floor":
-        out = np.floor(x64)
-    elif name == "dorefa_quantize":
-        n = float(2 ** p["k_bit"] - 1)
-        # IEEE arithmetic in the input dtype: each operation exact in float64,
-        # then rounded once to the dtype (float64 has 53 >= 2p + 2 bits, so
-        # the double rounding is harmless for all four dtypes).
-        def r(v):
-            return v.astype(x.dtype).astype(np.float64)
-        c = np.clip(x64, 0.0, 1.0)
-        return r(r(np.round(r(c * n))) / n).astype(x.dtype)
-    else:
-        out = x.astype(np.float64)  # identity: no arithmetic, no flushing
-    return out.astype(x.dtype)
+    return FORWARD[name](x, flush_subnormals(x), p).astype(x.dtype)
 
 
 def ref_gradient(name, x, dy, p):
-    x64, dy64 = flush_subnormals(x), dy.astype(np.float64)
-    if name in ("ste_sign", "ste_heaviside", "ste_tern"):
-        c = p.get("clip_value", 1.0)
-        g = dy64 if c is None else dy64 * (np.abs(x64) <= np.float64(x.dtype.type(c)))
-    elif name == "approx_sign":
-        g = dy64 * np.maximum(0.0, 2.0 - 2.0 * np.abs(x64))
-    elif name == "swish_sign":
-        b = p.get("beta", 5.0)
-        with np.errstate(over="ignore", invalid="ignore"):
-            s = b * (2 - b * x64 * np.tanh(b * x64 / 2)) / (1 + np.cosh(b * x64))
-        g = dy64 * np.where(np.isinf(x64), 0.0, s)
-    elif name in ("ste_round", "ste_floor"):
-        g = dy64
-    elif name == "dorefa_quantize":
-        g = dy64 * ((x64 >= 0) & (x64 <= 1))
-    elif name == "flip_gradient":
-        g = -p.get("scale", 1.0) * dy64
-    elif name == "scale_gradient":
-        g = p["scale"] * dy64
-    else:
-        g = np.clip(dy64, p["clip_value_min"], p["clip_value_max"])
-    return g
+    return GRADIENT[name](x, flush_subnormals(x), dy.astype(np.float64), p)
+
+
+def test_every_estimator_has_a_numpy_reference_and_cases():
+    """A new record in the estimator table is picked up here by itself: it
+    fails until it has a forward and a gradient reference above and a case
+    in CASES (the attribution rules have their own references, in
+    tests/test_estimator_rules.py)."""
+    names = {name for name, spec in estimators.ESTIMATORS.items() if not spec.op_types}
+    assert set(FORWARD) == names
+    assert set(GRADIENT) == names
+    assert {case[0] for case in CASES} == names
 
 
 IDENTITY_FORWARD = ("flip_gradient", "scale_gradient")
@@ -406,3 +447,52 @@ def test_ste_tern_parameters():
     assert list(sig.parameters) == ["x", "threshold_value", "ternary_weight_networks",
                                     "clip_value", "name"]
     assert sig.parameters["ternary_weight_networks"].default is False
+
+
+class _Records(list):
+    """What TensorFlow's logger is told at WARNING and above while it is
+    attached (the suite's conftest sets it to ERROR)."""
+
+    def __init__(self):
+        super().__init__()
+        import logging  # pylint: disable=import-outside-toplevel
+        self.handler = logging.Handler(logging.WARNING)
+        self.handler.emit = self.append
+        self.logger = logging.getLogger("tensorflow")
+        self.level = None
+
+    def __enter__(self):
+        self.level = self.logger.level
+        self.logger.setLevel("WARNING")
+        self.logger.addHandler(self.handler)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+
+
+def _required(name):
+    return {p.name: 0.5 for p in estimators.ESTIMATORS[name].params if p.required}
+
+
+@pytest.mark.parametrize("family", [tf2, stopgrad], ids=["tf2", "stopgrad"])
+def test_autograph_runs_each_estimator_as_it_is_without_a_warning(family):
+    """The functions are compiled from a template: AutoGraph, asked to convert
+    one inside a tf.function (autograph on, the default), found no source and
+    logged "WARNING:tensorflow:AutoGraph could not transform ..." (once per
+    function and process)."""
+    x = tf.constant([-1.5, -0.0, 0.0, 0.5, 2.0, 0.25])  # an even batch, as DeepLIFT takes
+
+    def every_estimator(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            ys = [getattr(family, name)(x, **_required(name))
+                  for name in _family.ESTIMATOR_FUNCTIONS]
+        return ys, tape.gradient(ys, x)
+
+    with _Records() as records:
+        ys, _ = tf.function(every_estimator)(x)
+    assert [r.getMessage() for r in records] == []
+    for name, y in zip(_family.ESTIMATOR_FUNCTIONS, ys):
+        np.testing.assert_array_equal(y.numpy(), getattr(tf2, name)(x, **_required(name)))

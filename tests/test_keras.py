@@ -11,6 +11,8 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 from graph_override import _keras, tf2
@@ -123,7 +125,7 @@ def saved(tmp_path_factory):
     script = folder / "fresh.py"
     script.write_text(FRESH)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, str(script), str(folder)] + paths,
+    proc = warm_python.run([sys.executable, str(script), str(folder)] + paths,
                           capture_output=True, text=True, timeout=600, env=env,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -8,13 +8,14 @@ error at load time), and the limits of Keras 2 that no object can lift."""
 import functools
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import keras
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 import graph_override as go
@@ -276,7 +277,7 @@ def world(tmp_path_factory):
         plan["early"][name] = str(path)
     (folder / "plan.json").write_text(json.dumps(plan))
     (folder / "fresh.py").write_text(FRESH)
-    proc = subprocess.run([sys.executable, str(folder / "fresh.py"), str(folder)],
+    proc = warm_python.run([sys.executable, str(folder / "fresh.py"), str(folder)],
                           capture_output=True, text=True, timeout=900, check=False,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -1,6 +1,5 @@
 """register_gradient, built-in names, the gradient contract, and the lock."""
 
-import subprocess
 import sys
 import textwrap
 import threading
@@ -8,6 +7,8 @@ import types
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 import graph_override as go
@@ -225,7 +226,7 @@ def test_a_fresh_process_resolves_builtin_names_found_in_a_graphdef(tmp_path):
     path.write_bytes(g.as_graph_def().SerializeToString())
     script = tmp_path / "fresh.py"
     script.write_text(FRESH)
-    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
+    out = warm_python.run([sys.executable, str(script), str(path)], capture_output=True,
                          text=True, timeout=300, check=True).stdout
     assert "before: LookupError" in out
     assert "after: [0.0, 1.0, 1.0, 1.0, 0.0]" in out
@@ -255,7 +256,7 @@ def test_a_fresh_process_resolves_boolean_and_none_parameters(tmp_path, rewrite,
     path.write_bytes(graph_def.SerializeToString())
     script = tmp_path / "fresh.py"
     script.write_text(FRESH)
-    out = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
+    out = warm_python.run([sys.executable, str(script), str(path)], capture_output=True,
                          text=True, timeout=300, check=True).stdout
     assert "before: LookupError" in out
     assert "after: %s" % expected in out
@@ -460,7 +461,7 @@ def test_the_cli_suggests_the_estimator_for_a_misspelled_map(tmp_path):
         tf.sign(x, name="y")
     model = tmp_path / "m.pb"
     model.write_bytes(g.as_graph_def().SerializeToString())
-    proc = subprocess.run(
+    proc = warm_python.run(
         [sys.executable, "-m", "graph_override", "patch", str(model), "-o",
          str(tmp_path / "out.pb"), "--map", "Sign=ste_sing"],
         capture_output=True, text=True, timeout=300, check=False)

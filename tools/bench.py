@@ -75,7 +75,9 @@ QUICK = dict(
     cli_repeats=1,
     keras=dict(size=8, width=4, batch=16, repeats=2, steps=2, memory_repeats=1,
                deep=(2, 8, 8)),
-    attribution=dict(size=32, alpha=0.35, batches=[1, 4], repeats=2),
+    # One batch size: each (batch, allocator) is a process that builds and
+    # traces the model for every method, the longest part of a quick run.
+    attribution=dict(size=32, alpha=0.35, batches=[2], repeats=2),
 )
 
 # Each section's runner, run(cfg, log), as (module beside this file, function):

@@ -21,6 +21,11 @@ Example:
   >>> explainer.attribute("saliency", x, target=[1], abs=False).maps
   array([[-1.,  0.]], dtype=float32)
 
+Each call warns (`AttributionWarning`) where the maps are not what the
+method defines (op types its rules do not cover: `CoverageWarning`, with the
+completeness gap where the method has one) or vanish (`VanishingMapsWarning`):
+see `graph_override.attribution.checks`.
+
 Names are imported on first use, so `graph_override.attribution.rules` (the
 method table) loads without TensorFlow.
 """
@@ -35,6 +40,8 @@ _NAMES = dict(
     + [(n, "graph_override.attribution.coverage") for n in ("CoverageReport",
                                                               "coverage_report")]
     + [(n, "graph_override.attribution.methods") for n in ("Attribution",)]
+    + [(n, "graph_override.attribution.checks") for n in (
+        "AttributionWarning", "CoverageWarning", "VanishingMapsWarning")]
     + [(n, "graph_override.attribution.functions") for n in (
         "deconvnet", "deeplift", "eps_lrp", "grad_cam", "gradient_input", "guided_backprop",
         "integrated_gradients", "saliency", "smoothgrad")]
@@ -43,13 +50,16 @@ _NAMES = dict(
 __all__ = [
     "Attribution",
     "AttributionError",
+    "AttributionWarning",
     "CoverageReport",
+    "CoverageWarning",
     "Explainer",
     "LINEAR_OPS",
     "METHODS",
     "MethodSpec",
     "NONLINEAR_OPS",
     "RELU_OPS",
+    "VanishingMapsWarning",
     "attribute",
     "coverage_report",
     "deconvnet",

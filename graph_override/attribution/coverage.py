@@ -42,6 +42,7 @@ Example:
 
 import collections
 import dataclasses
+import os
 
 from tensorflow.core.framework import graph_pb2
 
@@ -202,8 +203,10 @@ def _training_batch_norm(node):
     return node.op in _BATCH_NORMS and attr is not None and attr.b
 
 
-def _reason(node, spec, failure):
-    """Why `node` is not covered by `spec`, or None if it is."""
+def _reason(node, spec, failure, advice="python"):
+    """Why `node` is not covered by `spec`, or None if it is; a rule of the
+    caller's own is advised in the terms of `advice` ("python": ``rules=``,
+    "cli": ``--map``)."""
     if failure is not None:
         return failure
     if node.op in V1_LOOP_OPS:
@@ -219,40 +222,91 @@ def _reason(node, spec, failure):
     if not _compat.is_op_type(node.op):
         return ("unknown op type (a custom op): not registered in this TensorFlow; "
                 "load its library (tf.load_op_library) to run the model")
+    own = ("--map %s=MODULE:FUNCTION" if advice == "cli"
+           else "rules=['%s=MODULE:FUNCTION']") % node.op
     return ("not linear and no rule of %s covers it: its own gradient is used there "
-            "(a rule of your own: --map %s=MODULE:FUNCTION)" % (spec.name, node.op))
+            "(a rule of your own: %s)" % (spec.name, own))
+
+
+def _traced(model, inputs, outputs, session, x):
+    """(GraphDef, source, [input], [output]) of a model that is not a frozen
+    graph: a Session's tensors, a Keras model or TF2 callable (traced for
+    `x`, or for a Keras model's own input spec), an `Explainer`."""
+    # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import engine, models
+    explainer = model if isinstance(model, engine.Explainer) else None
+    if explainer is not None:
+        if inputs is not None or outputs is not None or session is not None:
+            raise AttributionError("an Explainer already has its model; give no inputs=, "
+                                   "outputs= or session=")
+        model = explainer.model
+    if session is not None or (explainer is not None and model is None) or (
+            explainer is not None and models.is_graph_model(model)):
+        graph = (explainer or engine.Explainer(model, inputs=inputs, outputs=outputs,
+                                               session=session)).model_graph(None)
+    else:
+        if inputs is not None or outputs is not None:
+            raise AttributionError(
+                "inputs= and outputs= name the tensors of a frozen graph or a Session "
+                "graph; a TF2 callable or Keras model takes none (it is traced)")
+        spec = models.as_float_input(x) if x is not None else (
+            models.keras_spec(model) if models.is_keras(model) else None)
+        if spec is None:
+            if not callable(model):
+                models.from_callable(model, None)  # the error for what is no model
+            raise AttributionError(
+                "model %s: give x= (a batch of inputs, or one example with its batch "
+                "axis) to trace it for; a Keras model with a known input shape needs "
+                "none" % (getattr(model, "name", None) or getattr(
+                    model, "__name__", type(model).__name__)))
+        graph = (explainer.model_graph(spec) if explainer is not None and x is not None
+                 else models.from_callable(model, spec))
+    return graph.graph_def, graph.source, [graph.input], [graph.output]
 
 
 def coverage_report(model, method, *, inputs=None, outputs=None, also_covered=(),
-                    source=None):
+                    source=None, session=None, x=None, advice="python"):
     """The op types on the path from `inputs` to `outputs` that `method`
     does not cover (see the module docstring).
 
     Args:
-      model: a frozen GraphDef, or the path of a ``.pb``/``.pbtxt``.
+      model: every form the methods take: a frozen GraphDef or the path of a
+        ``.pb``/``.pbtxt``; a Keras model or TF2 callable of one tensor
+        (traced for `x`; a Keras model whose input shape is known needs
+        none); None with `session` and its tensors; an `Explainer`.
       method: a method of `rules.METHODS`.
       inputs, outputs: tensor names ("x:0"; a bare node name means output
-        0), a name or a list. Default: every Placeholder; every node whose
-        output nothing reads.
+        0), a name or a list; for `session`, its tensors. Default (frozen
+        graphs): every Placeholder; every node whose output nothing reads.
       also_covered: op types whose gradient rules of the caller's own set
-        (``explain --map Elu=mygrads:f``): counted as covered.
-      source: how messages name the model (default: its path, or
-        "<GraphDef>" for a message).
+        (``rules=['Elu=mygrads:f']``, ``explain --map Elu=mygrads:f``):
+        counted as covered.
+      source: how messages name the model (default: its path, "<GraphDef>"
+        for a message, "model NAME" for a callable).
+      session: a `tf.compat.v1.Session` whose graph holds `inputs` and
+        `outputs` (with `model` None), as the methods take it.
+      x: a batch of inputs (or their like) to trace a callable for.
+      advice: how the report advises a rule of one's own: "python"
+        (``rules=[...]``) or "cli" (``--map``).
 
     Returns:
       A `CoverageReport`; ``.ok`` is True when everything is covered.
 
     Raises:
       AttributionError: an unknown method (the nearest suggested), no
-        Placeholder or output to default to.
+        Placeholder or output to default to, a callable without `x` to
+        trace it for, a model that is none of these.
       ConversionError: a name that is not a node of the graph (with close
         names); GraphDefError: a file that is not a GraphDef.
     """
     spec = rules_lib.method_spec(method)
-    if isinstance(model, graph_pb2.GraphDef):
+    if isinstance(model, graph_pb2.GraphDef) and session is None:
         graph_def, source = model, source or "<GraphDef>"
+    elif isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        graph_def, source = load(model), source or os.fsdecode(model)
     else:
-        graph_def, source = load(model), source or str(model)
+        graph_def, traced, inputs, outputs = _traced(model, inputs, outputs, session, x)
+        source = source or traced
     inputs = check_names(graph_def, inputs if inputs is not None
                          else _default_inputs(graph_def), "inputs", source)
     outputs = check_names(graph_def, outputs if outputs is not None
@@ -268,7 +322,7 @@ def coverage_report(model, method, *, inputs=None, outputs=None, also_covered=()
                 node):
             covered[node.op] += 1
             continue
-        reason = _reason(node, spec, failures.get(name))
+        reason = _reason(node, spec, failures.get(name), advice)
         if reason is None:
             linear += node.op in rules_lib.LINEAR_OPS
             continue

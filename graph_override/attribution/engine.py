@@ -20,9 +20,10 @@ import warnings
 import tensorflow as tf
 
 from graph_override import _compat
-from graph_override.attribution import gradcam, methods, models, targets
+from graph_override.attribution import checks, coverage, gradcam, methods, models, targets
 from graph_override.attribution import rules as method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
+from graph_override.estimators import normalize
 from graph_override.frozen.patching.rules import as_rules
 from graph_override.frozen.tf2.function import FrozenFunction
 
@@ -210,6 +211,7 @@ class Explainer:
             # built once: the row count is chosen from it and the method uses it
             options = dict(options, baseline=targets.baseline_for(options.get("baseline"), x))
             rule_params["shared_reference"] = methods.one_reference(options["baseline"], x)
+        rule_params = _checked_rule_params(spec, rule_params)
         method_rules = method_table.rule_strings(spec.name, **rule_params)
         if rule_params:
             try:
@@ -219,7 +221,58 @@ class Explainer:
                     "%s=%r" % kv for kv in rule_params.items()), e)) from e
         context = _Context(self, x, spec, method_rules,
                            rule_params.get("shared_reference", False))
-        return run(context, context.x, target, **options)
+        report = self.coverage(context.graph, spec.name)
+        result = None
+        try:
+            result = run(context, context.x, target, **options)
+        finally:  # said also when the run fails: the uncovered op may be why
+            if report.uncovered:
+                checks.warn(_coverage_text(report, result), checks.CoverageWarning)
+        baseline = (targets.baseline_for(options.get("baseline"), context.x)
+                    if spec.baseline else None)
+        message = checks.vanishing_text(spec.name, result, context.x, baseline,
+                                        spec.times_input and spec.name != "grad_cam")
+        if message is not None:
+            checks.warn(message, checks.VanishingMapsWarning)
+        return result
+
+    def coverage(self, graph, method):
+        """The `coverage.CoverageReport` of `method` on the `ModelGraph`
+        `graph`, the op types of the Explainer's own rules counted as
+        covered; made once per graph and method."""
+        covered = frozenset(r.op_type for r in self.rules if getattr(r, "op_type", None))
+        return self.cached((id(graph), "coverage", method), lambda: coverage.coverage_report(
+            graph.graph_def, method, inputs=[graph.input], outputs=[graph.output],
+            also_covered=covered, source=graph.source))
+
+
+def _checked_rule_params(spec, rule_params):
+    """`rule_params` as the rules take them (a NumPy float as a Python
+    float); a parameter out of range (epsilon) is refused in the API's terms:
+    the argument as the caller gave it, not the rule string it becomes."""
+    estimators = {estimator for estimator, _ in spec.rules.values()}
+    checked = dict(rule_params)
+    for key, value in rule_params.items():
+        if key == "shared_reference":
+            continue  # set by the engine
+        for estimator in sorted(estimators):
+            try:
+                checked[key] = normalize(estimator, {key: value})[key]
+            except (TypeError, ValueError) as e:
+                why = str(e).replace("%s(%s=...)" % (estimator, key), key)
+                raise AttributionError("%s(%s=%r): %s (the default is %s=%r)" % (
+                    spec.name, key, value, why, key,
+                    next(iter(spec.rules.values()))[1][key])) from None
+    return checked
+
+
+def _coverage_text(report, result):
+    """The `CoverageWarning` of `report`: what `graph-override explain`
+    prints per op type, with the completeness gap of `result` (if any)."""
+    return "; ".join("%s does not cover %s (%d node(s): %s) on the path of %s: %s" % (
+        report.method, u["op"], u["count"], ", ".join(u["nodes"][:3])
+        + (" ..." if u["count"] > 3 else ""), report.source, u["reason"])
+        for u in report.uncovered) + checks.completeness_text(result)
 
 
 def _op_names(allow_ops):

@@ -144,6 +144,21 @@ def _functions(context, graph, layer):
     return context.explainer.cached((id(graph), "grad_cam", layer), make)
 
 
+def _check_node(graph, layer, asked):
+    """Refuses a tensor name whose node the frozen graph does not have,
+    naming the closest nodes."""
+    node = layer.split(":")[0] if isinstance(layer, str) else None
+    names = [n.name for n in graph.graph_def.node]
+    if node is None or node in names:
+        return
+    close = difflib.get_close_matches(node, names, n=3, cutoff=0.5)
+    raise AttributionError(
+        "grad_cam(layer=%r): %s has no node %r%s; give the name of a 4-D tensor between "
+        "%s and %s (the nodes: graph-override inspect MODEL --json, or [n.name for n in "
+        "graph_def.node])" % (asked, graph.source, node, " (did you mean %s?)" % " or ".join(
+            repr(c) for c in close) if close else "", graph.input, graph.output))
+
+
 def grad_cam(context, x, target, *, layer=None, resize=False):
     """Grad-CAM maps of `layer` (a tensor name; for a Keras model also a
     Layer of it or a layer's name; None: `last_4d_tensor`)."""
@@ -159,6 +174,7 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
     else:
         asked = layer if isinstance(layer, str) else getattr(layer, "name", layer)
         graph, layer = _resolve(context, x, layer)
+    _check_node(graph, layer, asked)
     to_layer, head = _functions(context, graph, layer)
     if not context.explainer.cached((id(graph), "grad_cam reads the input", layer),
                                     lambda: _reads_the_input(graph.graph_def, graph.input,

@@ -28,13 +28,11 @@ import dataclasses
 import numpy as np
 
 from graph_override.attribution import targets as target_lib
+from graph_override.attribution.rules import RIEMANN_RULES
 from graph_override.errors import AttributionError
 
 __all__ = ["Attribution", "RIEMANN_RULES", "deeplift", "eps_lrp", "gradient_input",
            "integrated_gradients", "modified_gradient", "riemann", "saliency", "smoothgrad"]
-
-RIEMANN_RULES = ("riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
-
 
 @dataclasses.dataclass
 class Attribution:

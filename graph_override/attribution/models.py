@@ -29,7 +29,7 @@ from graph_override.frozen.tf2.graph import check_calls, check_colocation
 
 __all__ = ["ModelGraph", "check_untrusted", "from_callable", "from_graph_def",
            "from_keras_layer", "from_session", "is_graph_model", "is_keras",
-           "keras_input_shape"]
+           "keras_input_shape", "keras_spec"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,9 +215,24 @@ def _check_keras_input(model, name, x):
                              (1,) + tuple(x.shape),) if one else ""))
 
 
+def keras_spec(model):
+    """A `tf.TensorSpec` (batch dimension None) of a Keras model's one input,
+    or None where the model does not say (see `keras_input_shape`)."""
+    shape = keras_input_shape(model)
+    if shape is None:
+        return None
+    dtype = getattr(_keras_inputs(model)[0], "dtype", None) or "float32"
+    try:
+        dtype = tf.as_dtype(getattr(dtype, "name", dtype))
+    except TypeError:
+        return None
+    return tf.TensorSpec([None] + list(shape[1:]), dtype, name="input")
+
+
 def from_callable(model, x):
     """`model` (a Keras model or a function of one tensor) traced for the
-    spec of `x` with the batch dimension None, and frozen.
+    spec of `x` (an array, or a `tf.TensorSpec` such as `keras_spec` gives)
+    with the batch dimension None, and frozen.
 
     Raises:
       AttributionError: `model` is not callable; x does not fit a Keras
@@ -232,7 +247,7 @@ def from_callable(model, x):
             "TF2 function or Keras model" % (model,))
     name = getattr(model, "name", None) or getattr(model, "__name__", type(model).__name__)
     keras = is_keras(model)
-    _check_keras_input(model, name, x)
+    _check_keras_input(model, name, None if isinstance(x, tf.TensorSpec) else x)
 
     def call(t):
         return model(t, training=False) if keras else model(t)
@@ -251,7 +266,8 @@ def from_callable(model, x):
 
 def _trace(call, name, x):
     """The concrete function of `call` for the spec of `x`, batch dimension None."""
-    spec = tf.TensorSpec([None] + list(x.shape[1:]), tf.as_dtype(x.dtype), name="input")
+    spec = x if isinstance(x, tf.TensorSpec) else tf.TensorSpec(
+        [None] + list(x.shape[1:]), tf.as_dtype(x.dtype), name="input")
     try:
         return tf.function(call).get_concrete_function(spec)
     except (TypeError, ValueError) as e:

@@ -64,9 +64,13 @@ __all__ = [
     "MethodSpec",
     "NONLINEAR_OPS",
     "RELU_OPS",
+    "RIEMANN_RULES",
     "method_spec",
     "rule_strings",
 ]
+
+# Integrated Gradients' Riemann rules (`methods.riemann`), Captum's names
+RIEMANN_RULES = ("riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
 
 RELU_OPS = ("Relu", "Relu6", "LeakyRelu")
 NONLINEAR_OPS = RELU_OPS + ("Elu", "Selu", "Sigmoid", "Tanh", "Softplus")

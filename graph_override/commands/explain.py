@@ -21,13 +21,26 @@ DESCRIPTION = (
     "renaming them into place, the next run with the same OUT finishes the pair\n"
     "first (saying so).\n"
     "\n"
-    "Methods: saliency, gradient_input, integrated_gradients (--baseline, --steps),\n"
-    "smoothgrad, guided_backprop, deconvnet, eps_lrp, deeplift (--baseline),\n"
-    "grad_cam. --target K explains class K of every example (K1,K2,... one per\n"
-    "example); the default is each example's top class.\n"
+    "Methods and their options (an option of another method is a usage error):\n"
+    "  saliency              --no-abs (the signed gradient, not its absolute value)\n"
+    "  gradient_input\n"
+    "  integrated_gradients  --baseline, --steps, --rule\n"
+    "  smoothgrad            --seed, --samples, --stdev-spread, --magnitude\n"
+    "  guided_backprop, deconvnet\n"
+    "  eps_lrp               --epsilon\n"
+    "  deeplift              --baseline\n"
+    "  grad_cam              --layer, --resize\n"
+    "SmoothGrad draws new noise at every run unless --seed is given: two runs\n"
+    "with the same --seed write the same maps. --target K explains class K of\n"
+    "every example (K1,K2,... one per example); the default is each example's\n"
+    "top class.\n"
     "\n"
     "Before running, the op types on the path from --inputs to --outputs that the\n"
-    "method does not cover are listed as a warning (see `inspect --method`).\n"
+    "method does not cover are listed as a warning (see `inspect --method`);\n"
+    "after it, maps that vanish (every map exactly 0, or at most 1e-12 x max(1,\n"
+    "largest |output|), e.g. a model whose batch normalization statistics were\n"
+    "never calibrated) are a warning too, as in the Python API.\n"
+    "\n"
     "--map OP=ACTION (the syntax of `graph-override patch`, e.g.\n"
     "Elu=mygrads:guided_elu for a gradient function of your own) sets the gradient\n"
     "of OP before the method's rules, so it wins where both select a node.\n"
@@ -50,7 +63,9 @@ DESCRIPTION = (
 EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method guided_backprop --data x.npy -o maps.npy --png maps.png
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method deeplift --data x.npy --baseline zeros --target 3 -o maps.npy
-  graph-override explain model.pb --inputs x:0 --outputs logits:0 --method integrated_gradients --data x.npy --baseline blurred.npy --steps 100 -o ig.npy
+  graph-override explain model.pb --inputs x:0 --outputs logits:0 --method integrated_gradients --data x.npy --baseline blurred.npy --steps 100 --rule riemann_middle -o ig.npy
+  graph-override explain model.pb --inputs x:0 --outputs logits:0 --method smoothgrad --data x.npy --seed 0 --samples 25 -o sg.npy
+  graph-override explain model.pb --inputs x:0 --outputs logits:0 --method grad_cam --data x.npy --layer conv2/Relu:0 --resize -o cam.npy
   graph-override inspect model.pb --method deeplift --inputs x:0 --outputs logits:0   # coverage only"""
 
 
@@ -65,10 +80,83 @@ def _target(text):
     return values[0] if len(values) == 1 else values
 
 
-def _positive(text):
+def _positive(text, what="steps"):
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError("expected a positive number of steps, got %r" % text)
+        raise argparse.ArgumentTypeError("expected a positive number of %s, got %r"
+                                         % (what, text))
     return int(text)
+
+
+def _samples(text):
+    return _positive(text, "samples")
+
+
+def _seed(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("expected an integer seed >= 0, got %r" % text)
+    return int(text)
+
+
+def _number(text, positive):
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 if positive else value >= 0) or value == float("inf"):
+        raise argparse.ArgumentTypeError("expected a finite number %s 0, got %r" % (
+            ">" if positive else ">=", text))
+    return value
+
+
+def _epsilon(text):
+    return _number(text, positive=True)
+
+
+def _spread(text):
+    return _number(text, positive=False)
+
+
+# The methods' options on the command line: (flag, the API's keyword (the
+# attribute of args), the methods that take it). `check` refuses a flag
+# given with another method; `_run` passes each one given to the method.
+METHOD_FLAGS = (
+    ("--no-abs", "abs", ("saliency",)),
+    ("--rule", "rule", ("integrated_gradients",)),
+    ("--seed", "seed", ("smoothgrad",)),
+    ("--samples", "samples", ("smoothgrad",)),
+    ("--stdev-spread", "stdev_spread", ("smoothgrad",)),
+    ("--magnitude", "magnitude", ("smoothgrad",)),
+    ("--epsilon", "epsilon", ("eps_lrp",)),
+    ("--layer", "layer", ("grad_cam",)),
+    ("--resize", "resize", ("grad_cam",)),
+)
+
+
+def _add_method_options(parser):
+    from graph_override.attribution.rules import RIEMANN_RULES  # pylint: disable=import-outside-toplevel
+    parser.add_argument("--no-abs", dest="abs", action="store_const", const=False,
+                        help="saliency: the signed gradient (the API's abs=False); "
+                             "default its absolute value")
+    parser.add_argument("--rule", choices=RIEMANN_RULES, metavar="RULE",
+                        help="integrated_gradients: the Riemann rule, one of %s "
+                             "(default riemann_trapezoid)" % ", ".join(RIEMANN_RULES))
+    parser.add_argument("--seed", type=_seed, metavar="N",
+                        help="smoothgrad: the noise's random seed (default: new noise "
+                             "at every run)")
+    parser.add_argument("--samples", type=_samples, metavar="N",
+                        help="smoothgrad: noisy copies per example (default 50)")
+    parser.add_argument("--stdev-spread", type=_spread, metavar="S",
+                        help="smoothgrad: the noise's standard deviation as a fraction of "
+                             "each example's value range (default 0.15)")
+    parser.add_argument("--magnitude", action="store_const", const=True,
+                        help="smoothgrad: average the squared gradient")
+    parser.add_argument("--epsilon", type=_epsilon, metavar="EPS",
+                        help="eps_lrp: the stabilizer epsilon > 0 (default 1e-4)")
+    parser.add_argument("--layer", metavar="NAME:0",
+                        help="grad_cam: the layer's tensor in MODEL (default: the last "
+                             "4-D tensor before the output)")
+    parser.add_argument("--resize", action="store_const", const=True,
+                        help="grad_cam: resize the maps to the input's height and width")
 
 
 def configure(parser):
@@ -90,6 +178,7 @@ def configure(parser):
                              "one per example or one for all (default zeros)")
     parser.add_argument("--steps", type=_positive, metavar="N",
                         help="integrated_gradients: points of the path (default 50)")
+    _add_method_options(parser)
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
                            "repeat for more")
@@ -270,6 +359,9 @@ def _check_options(args, spec):
             spec.name)
     if args.steps is not None and spec.name != "integrated_gradients":
         return "--steps: only integrated_gradients takes steps, not %s" % spec.name
+    for flag, key, methods in METHOD_FLAGS:
+        if getattr(args, key, None) is not None and spec.name not in methods:
+            return "%s: only %s takes it, not %s" % (flag, " and ".join(methods), spec.name)
     return None
 
 
@@ -310,11 +402,27 @@ def _warn_coverage(args, graph, spec, user_ops):
     from graph_override.attribution import coverage  # pylint: disable=import-outside-toplevel
     report = coverage.coverage_report(graph.graph_def, spec.name, inputs=[graph.input],
                                       outputs=[graph.output], also_covered=user_ops,
-                                      source=args.model)
+                                      source=args.model, advice="cli")
     for u in report.uncovered:
         print("graph-override explain: warning: %s does not cover %s (%d node(s): %s): %s"
               % (spec.name, u["op"], u["count"], ", ".join(u["nodes"][:3]), u["reason"]),
               file=sys.stderr)
+
+
+def _attribute_warning(explainer, spec, args, options):
+    """The method's result; the API's warnings about it printed as this
+    command's (the coverage warning, printed before the run, once)."""
+    import warnings  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import checks  # pylint: disable=import-outside-toplevel
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", checks.AttributionWarning)
+        result = explainer.attribute(spec.name, args.data_array, args.target, **options)
+    for w in caught:
+        if issubclass(w.category, checks.VanishingMapsWarning):
+            print("graph-override explain: warning: %s" % w.message, file=sys.stderr)
+        elif not issubclass(w.category, checks.CoverageWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return result
 
 
 def _picture_bytes(args, x, result, method):
@@ -377,12 +485,14 @@ def _run(args):
         options["baseline"] = args.baseline_array
     if args.steps is not None:
         options["steps"] = args.steps
+    options.update((key, getattr(args, key)) for _, key, _ in METHOD_FLAGS
+                   if getattr(args, key, None) is not None)
     user_rules, user_ops = parse_maps(args.maps)
     explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
                           rules=user_rules, allow_ops=args.allow_ops)
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
-    result = explainer.attribute(spec.name, args.data_array, args.target, **options)
+    result = _attribute_warning(explainer, spec, args, options)
     buffer = io.BytesIO()
     np.save(buffer, result.maps, allow_pickle=False)
     picture = _picture_bytes(args, args.data_array, result, spec.name) if args.png else None

@@ -137,7 +137,7 @@ def _coverage(args, graph_def):
         _, user_ops = explain.parse_maps(args.maps)
         report = coverage.coverage_report(graph_def, args.method, inputs=args.inputs,
                                           outputs=args.outputs, also_covered=user_ops,
-                                          source=args.model)
+                                          source=args.model, advice="cli")
     except (AttributionError, ConversionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     refused = _refused(graph_def, report, args.allow_ops)

@@ -32,6 +32,7 @@ import inspect
 import logging
 import numbers
 
+import numpy as np
 import tensorflow as tf
 
 from graph_override import _keras
@@ -240,14 +241,33 @@ def _padding(stride, dilation, size, kernel):
     return (total // 2, total // 2 + total % 2), padded
 
 
+def _check_pad_values(layer, pad_values):
+    """A finite real number, or a tensor (whose value is checked when it is
+    known now: an eager one)."""
+    if tf.is_tensor(pad_values):
+        value = getattr(pad_values, "numpy", None)
+        try:
+            value = value() if callable(value) else None
+        except Exception:  # pylint: disable=broad-except
+            value = None  # a symbolic tensor or variable: its value comes later
+    elif isinstance(pad_values, numbers.Real):
+        value = pad_values
+    else:
+        raise QuantizerError("%s(pad_values=%r): the value to pad with is a number "
+                             "(larq's are 0.0 and 1.0)" % (layer, pad_values))
+    if value is not None and not np.all(np.isfinite(value)):
+        raise QuantizerError("%s(pad_values=%r): the value to pad with is a finite "
+                             "number (larq's are 0.0 and 1.0); padding with NaN or "
+                             "infinity makes the outputs near the border non-finite."
+                             % (layer, np.asarray(value).tolist()))
+
+
 class _PadValues:
     """``pad_values``: "same" padding with a value other than 0, applied to
     the (quantized) input before a "valid" convolution, as larq does."""
 
     def __init__(self, *args, pad_values=0.0, **kwargs):
-        if not tf.is_tensor(pad_values) and not isinstance(pad_values, numbers.Real):
-            raise QuantizerError("%s(pad_values=%r): the value to pad with is a number "
-                                 "(larq's are 0.0 and 1.0)" % (type(self).__name__, pad_values))
+        _check_pad_values(type(self).__name__, pad_values)
         super().__init__(*args, **kwargs)
         self.pad_values = pad_values
         zero = not tf.is_tensor(pad_values) and pad_values == 0.0

@@ -84,9 +84,9 @@ def _drop_keras_2_only(cls, config):
 
 
 def _model_from_config(config, path):
-    config = _renamed(config, larq_custom_objects())
     legacy = getattr(getattr(tf.keras, "legacy", None), "saving", None)
     try:
+        config = _renamed(config, larq_custom_objects())
         if legacy is None:  # Keras 2 reads its own configs
             return tf.keras.models.model_from_json(json.dumps(config))
         # Keras 3 reads Keras 2's configs with its legacy deserializer, as
@@ -94,9 +94,15 @@ def _model_from_config(config, path):
         objects = dict(vars(tf.keras.layers), Functional=tf.keras.Model,
                        Model=tf.keras.Model, Sequential=tf.keras.Sequential)
         return legacy.deserialize_keras_object(config, module_objects=objects)
-    except (ValueError, TypeError, KeyError) as e:
-        raise SerializationError("%s: cannot build the model from its saved config: %s"
-                                 % (path, e)) from e
+    except RecursionError as e:
+        raise SerializationError("%s: cannot build the model from its saved config: it "
+                                 "is nested too deeply" % path) from e
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError,
+            OverflowError, MemoryError, tf.errors.OpError) as e:
+        # A damaged or hand-edited config reaches Keras's deserializer,
+        # which raises whatever the first value it does not expect makes.
+        raise SerializationError("%s: cannot build the model from its saved config: %s: %s"
+                                 % (path, type(e).__name__, e)) from e
 
 
 def _load_h5(path):
@@ -106,34 +112,84 @@ def _load_h5(path):
     if config is None:
         raise SerializationError("%s has no model config (weights only?); build the "
                                  "model in code and use model.load_weights." % path)
-    config = json.loads(config.decode("utf-8") if isinstance(config, bytes) else config)
+    config = _model_json(config, path, "its model_config")
     model = _model_from_config(config, path)
     model.load_weights(path)
     return model
 
 
+def _model_json(text, path, what):
+    """The JSON object `text` holds (bytes are UTF-8), or a SerializationError
+    naming `path` and `what` (the part of the file that holds it)."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
+        config = json.loads(text)
+    except UnicodeDecodeError as e:
+        raise SerializationError("%s: %s is not UTF-8 text (byte %d): the file is damaged."
+                                 % (path, what, e.start)) from None
+    except ValueError as e:  # JSONDecodeError
+        raise SerializationError("%s: %s is not valid JSON (%s): the file is damaged."
+                                 % (path, what, e)) from None
+    except RecursionError:
+        raise SerializationError("%s: %s is JSON nested too deeply to read." % (path, what)) \
+            from None
+    if not isinstance(config, dict) or not isinstance(config.get("class_name"), str) \
+            or not isinstance(config.get("config"), dict):
+        raise SerializationError(
+            "%s: %s is not a model config (a JSON object with a class_name string and a "
+            "config object); got %s." % (path, what, _kind(config)))
+    return config
+
+
+def _kind(value):
+    if isinstance(value, dict):
+        return "an object with keys %s" % ", ".join(sorted(map(str, value))[:8])
+    return "a JSON %s" % type(value).__name__
+
+
+class _Damaged(Exception):
+    """What is wrong with a protobuf message, at which byte."""
+
+
 def _fields(data):
     """(field number, bytes) of the length-delimited fields of a protobuf
-    message, skipping the others."""
+    message, skipping the others.
+
+    Raises:
+      _Damaged: a field that runs past the end, or a wire type that no
+        message of these has.
+    """
     pos = 0
     while pos < len(data):
+        start = pos
         key, pos = _varint(data, pos)
         kind = key & 7
         if kind == 0:
             _, pos = _varint(data, pos)
         elif kind == 2:
             size, pos = _varint(data, pos)
+            if pos + size > len(data):
+                raise _Damaged("the field at byte %d claims %d bytes, %d are left"
+                               % (start, size, len(data) - pos))
             yield key >> 3, data[pos:pos + size]
             pos += size
         elif kind in (1, 5):
             pos += 8 if kind == 1 else 4
+            if pos > len(data):
+                raise _Damaged("the field at byte %d runs past the end" % start)
         else:
-            raise SerializationError("unexpected protobuf wire type %d" % kind)
+            raise _Damaged("the field at byte %d has wire type %d, which these "
+                           "messages do not use" % (start, kind))
 
 
 def _varint(data, pos):
     value = shift = 0
+    start = pos
     while True:
+        if pos >= len(data) or shift > 63:
+            raise _Damaged("the number at byte %d %s" % (
+                start, "runs past the end" if pos >= len(data) else "is over 64 bits"))
         byte = data[pos]
         pos += 1
         value |= (byte & 0x7F) << shift
@@ -151,11 +207,16 @@ def _saved_model_config(path):
                                  "not saved by Keras 2, so it has no model config." % path)
     with open(meta, "rb") as f:
         data = f.read()
-    for number, node in _fields(data):
-        fields = dict(_fields(node)) if number == 1 else {}
-        if fields.get(3) == b"root" and 5 in fields:
-            return json.loads(fields[5].decode("utf-8"))
-    raise SerializationError("%s: keras_metadata.pb describes no root model." % path)
+    try:
+        for number, node in _fields(data):
+            fields = dict(_fields(node)) if number == 1 else {}
+            if fields.get(3) == b"root" and 5 in fields:
+                return _model_json(fields[5], meta, "the root model's metadata")
+    except _Damaged as e:
+        raise SerializationError("%s is damaged: %s (of %d)." % (meta, e, len(data))) \
+            from None
+    raise SerializationError("%s describes no root model: the file is damaged, or was "
+                             "not written by Keras 2." % meta)
 
 
 def _short(name):
@@ -168,7 +229,14 @@ def _load_saved_model(path):
                                path)
     reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
     saved = reader.get_variable_to_shape_map()
-    for index, layer in enumerate(l for l in model.layers if l.weights):
+    weighted = [l for l in model.layers if l.weights]
+    saved_layers = {k.split("/")[0] for k in saved if k.startswith("layer_with_weights-")}
+    if len(saved_layers) != len(weighted):
+        raise SerializationError(
+            "%s: keras_metadata.pb describes %d layers with weights, the checkpoint holds "
+            "%d: the files do not belong together, or one is damaged."
+            % (path, len(weighted), len(saved_layers)))
+    for index, layer in enumerate(weighted):
         prefix = "layer_with_weights-%d/" % index
         keys = {k[len(prefix):].split("/")[0]: k for k in saved
                 if k.startswith(prefix) and k.endswith("/.ATTRIBUTES/VARIABLE_VALUE")}
@@ -181,7 +249,14 @@ def _load_saved_model(path):
                         "%s: no saved value for weight %r of layer %r (saved: %s)" % (
                             path, name, layer.name, ", ".join(sorted(keys)) or "none"))
                 name = same[0]
-            weight.assign(np.asarray(reader.get_tensor(keys.pop(name))))
+            key = keys.pop(name)
+            if list(saved[key]) != list(weight.shape):
+                raise SerializationError(
+                    "%s: the saved value of weight %r of layer %r has shape %s; the layer "
+                    "keras_metadata.pb describes has %s: the files do not belong together, "
+                    "or one is damaged." % (path, name, layer.name, list(saved[key]),
+                                            list(weight.shape)))
+            weight.assign(np.asarray(reader.get_tensor(key)))
     return model
 
 
@@ -198,7 +273,11 @@ def load_larq_model(path):
 
     Raises:
       SerializationError: `path` is neither, has no model config, or a
-        weight has no saved value; the message names the file.
+        weight has no saved value or one of another shape; or the file
+        that holds the config (keras_metadata.pb, the .h5's model_config)
+        is damaged: truncated, not UTF-8, not JSON, nested too deeply, not
+        a model config, or one Keras cannot build. The message names the
+        file and what is wrong with it.
       FileNotFoundError: nothing at `path`.
     """
     path = os.fspath(path)

@@ -25,6 +25,7 @@ function of one tensor are accepted wherever a quantizer is (`get`).
 """
 
 import difflib
+import numbers
 
 import tensorflow as tf
 
@@ -106,11 +107,21 @@ class NoOp(Quantizer):
     """The identity, marking a weight with a precision (for `summary`).
 
     Args:
-      precision: the bits to count the weight as.
+      precision: the bits to count the weight as, a whole number from 1 to
+        64, or None (full precision).
+
+    Raises:
+      QuantizerError: another precision (0, a fraction, a bool).
     """
 
     def __init__(self, precision=None, **kwargs):
-        self.precision = precision
+        if precision is not None and (
+                isinstance(precision, bool) or not isinstance(precision, numbers.Integral)
+                or not 1 <= precision <= 64):
+            raise QuantizerError("NoOp(precision=%r): the precision is the bits a weight "
+                                 "counts as, a whole number from 1 to 64 (32 for float32), "
+                                 "or None for full precision." % (precision,))
+        self.precision = None if precision is None else int(precision)
         super().__init__(**kwargs)
 
     def call(self, inputs):
@@ -355,7 +366,8 @@ def deserialize(config, custom_objects=None):
     Raises:
       ValueError: the config names a function that is neither one of this
         module's nor known to Keras (a function of the user's own, which a
-        saved model holds by name only)."""
+        saved model holds by name only), or something that does not load
+        as a quantizer (a class of another module, such as os.system)."""
     if isinstance(config, dict) and config.get("class_name") == "function":
         found = _function(config.get("config"), custom_objects)
         if found is None:
@@ -367,15 +379,57 @@ def deserialize(config, custom_objects=None):
                 "custom_objects={%r: %s}, or register the function with "
                 "@tf.keras.utils.register_keras_serializable()" % (name, name, name))
         return found
+    if _foreign(config, custom_objects):
+        raise ValueError(_not_a_quantizer(config))
     legacy = getattr(tf.keras.utils, "legacy", None)
     if (legacy is not None and isinstance(config, dict) and "module" not in config
             and "registered_name" not in config):
-        return legacy.deserialize_keras_object(
+        found = legacy.deserialize_keras_object(
             config, module_objects=BY_NAME, custom_objects=custom_objects,
             printable_module_name="quantizer")
-    return tf.keras.utils.deserialize_keras_object(
-        config, module_objects=BY_NAME, custom_objects=custom_objects,
-        printable_module_name="quantizer")
+    else:
+        found = tf.keras.utils.deserialize_keras_object(
+            config, module_objects=BY_NAME, custom_objects=custom_objects,
+            printable_module_name="quantizer")
+    # Keras hands back the bare class name for a class it does not know in a
+    # module it does not load ({"module": "os", "class_name": "system"} gives
+    # 'system'): such a "quantizer" would fail only at the model's first call.
+    if isinstance(found, (str, bytes, type)) or not callable(found):
+        raise ValueError(_not_a_quantizer(config) + " (it loaded as %r)" % (found,))
+    return found
+
+
+def _foreign(config, custom_objects):
+    """True if a class config names a module other than this one's (or
+    larq's, whose names this package takes) for a class that neither
+    `custom_objects` nor Keras's registry holds."""
+    if not isinstance(config, dict) or config.get("class_name") == "function":
+        return False
+    module = config.get("module")
+    if not isinstance(module, str) or module in (__name__, "larq.quantizers"):
+        return False
+    for key in ("registered_name", "class_name"):
+        name = config.get(key)
+        if isinstance(name, str) and (name in (custom_objects or {}) or
+                                      tf.keras.utils.get_registered_object(name) is not None):
+            return False
+    return True
+
+
+def _not_a_quantizer(config):
+    return ("the config names %s, which is not a quantizer: not one of "
+            "graph_override.keras.quantizers' classes, nor one given in custom_objects "
+            "or registered with Keras; a saved model is trusted with nothing else"
+            % _named(config))
+
+
+def _named(config):
+    """``module.class_name`` of a config, as it names itself."""
+    if not isinstance(config, dict):
+        return repr(config)
+    name = config.get("registered_name") or config.get("class_name")
+    module = config.get("module")
+    return "%s.%s" % (module, name) if isinstance(module, str) and module else repr(name)
 
 
 def _where(layer, argument):

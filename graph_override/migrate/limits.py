@@ -67,8 +67,12 @@ def nesting_depth(text):
       the syntax error).
     """
     best, brackets = (0, 1), 0
+    # The sums of both are kept up to date as they change, so that each token
+    # costs the same whatever the depth (summing the stack at every token
+    # made a file of n nested brackets take n * n / 2 steps).
     elements = [0]      # levels counted in the current element, per open bracket
     chains = {}         # indentation -> elifs of the open if-chain there
+    in_elements = in_chains = 0
     indent, start, previous = 0, True, None
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -77,33 +81,54 @@ def nesting_depth(text):
                 continue
             if kind == tokenize.INDENT or kind == tokenize.DEDENT:
                 indent += 1 if kind == tokenize.INDENT else -1
-                chains = {i: n for i, n in chains.items() if i <= indent}
+                # Only the chain one level in can close (one level per DEDENT).
+                in_chains -= chains.pop(indent + 1, 0)
                 continue
             if kind == tokenize.NEWLINE or string == ";":
-                elements, start, previous = [0], True, None
+                elements, start, previous, in_elements = [0], True, None, 0
                 continue
-            if start and kind == tokenize.NAME and string in ("if", "elif"):
-                chains[indent] = chains.get(indent, -1) + 1 if string == "elif" else 0
+            if start and kind == tokenize.NAME:
+                in_chains += _count_elifs(chains, indent, string)
             start = False
-            if string == "," or string in _CLOSING:
-                if string != "," and len(elements) > 1:
-                    elements.pop()
-                elements[-1] = 0 if string == "," else elements[-1]
-            elif string in _OPENING:
-                elements[-1] += 1
-                elements.append(0)
-                brackets = max(brackets, len(elements) - 1)
-            elif (kind == tokenize.OP and string not in _SIBLINGS
-                  or kind == tokenize.NAME and string in _KEYWORDS
-                  or kind == tokenize.STRING and previous == tokenize.STRING):
-                elements[-1] += 1
+            in_elements += _count_element(elements, kind, string, previous)
+            brackets = max(brackets, len(elements) - 1)
             previous = kind
-            depth = sum(elements) + indent + sum(chains.values())
+            depth = in_elements + indent + in_chains
             if depth > best[0]:
                 best = (depth, tok.start[0])
     except (tokenize.TokenError, SyntaxError):
         pass  # unterminated string or bracket, bad dedent: the parser says which
     return best + (brackets,)
+
+
+def _count_element(elements, kind, string, previous):
+    """Counts one token in `elements` (the levels of the current element per
+    open bracket); returns by how much their sum changed."""
+    if string == ",":
+        closed, elements[-1] = elements[-1], 0
+        return -closed
+    if string in _CLOSING:
+        return -elements.pop() if len(elements) > 1 else 0
+    if string in _OPENING:
+        elements[-1] += 1
+        elements.append(0)
+        return 1
+    if (kind == tokenize.OP and string not in _SIBLINGS
+            or kind == tokenize.NAME and string in _KEYWORDS
+            or kind == tokenize.STRING and previous == tokenize.STRING):
+        elements[-1] += 1
+        return 1
+    return 0
+
+
+def _count_elifs(chains, indent, keyword):
+    """Records an ``if`` (a new chain) or ``elif`` at `indent` in `chains`;
+    returns by how much their sum changed."""
+    if keyword not in ("if", "elif"):
+        return 0
+    before = chains.get(indent, 0)
+    chains[indent] = chains.get(indent, -1) + 1 if keyword == "elif" else 0
+    return chains[indent] - before
 
 
 def check_nesting(text, filename):

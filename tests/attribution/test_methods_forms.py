@@ -177,7 +177,8 @@ def test_grad_cam_refuses_a_layer_it_cannot_use(cnn):
         x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
         tf.identity(nets.cnn(cnn, x), name="logits")
     images = nets.images(1, seed=5)
-    with pytest.raises(AttributionError, match=r"grad_cam\(layer='feature:0'\).*features"):
+    with pytest.raises(AttributionError, match=r"grad_cam\(layer='feature'\): <GraphDef> has no "
+                       r"node 'feature' \(did you mean 'features'\?\)"):
         attribution.grad_cam(g.as_graph_def(), images, inputs="x", outputs="logits",
                              layer="feature")
     with pytest.raises(AttributionError, match="needs a 4-D"):

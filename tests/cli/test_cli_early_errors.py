@@ -60,6 +60,7 @@ def folder(tmp_path_factory):
     return path
 
 
+@pytest.mark.release_independent  # what it runs needs no TensorFlow, by design
 @pytest.mark.parametrize("argv, shows", CASES, ids=[" ".join(a[:2] + a[-1:]) for a, _ in CASES])
 def test_reported_before_the_tensorflow_step(folder, monkeypatch, capsys, argv, shows):
     def tensorflow_step(command):
@@ -88,6 +89,7 @@ def test_the_estimator_names_are_the_tables():
     assert _rules.ESTIMATOR_NAMES == tuple(estimators.ESTIMATORS)
 
 
+@pytest.mark.release_independent
 @pytest.mark.parametrize("text", [
     "Sign=ste_sign", "Sign=ste_sign:clip_value=2", "Identity=Identity", "Sign=remove",
     "Relu=mygrads:guided_relu", "Sign=graph_override.ste_sign(clip_value=1.0)",
@@ -111,6 +113,7 @@ _PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.release_independent
 def test_none_of_them_imports_tensorflow(folder):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(ROOT))
     proc = subprocess.run([sys.executable, "-c", _PROBE, json.dumps([a for a, _ in CASES])],

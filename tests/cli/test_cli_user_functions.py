@@ -3,12 +3,13 @@
 
 import itertools
 import os
-import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 from graph_override import cli, frozen, user_functions
@@ -181,7 +182,7 @@ def test_patch_writes_the_name_and_says_how_to_register_it(grads_module, tmp_pat
     """) % (out, spec, grads_module, spec, str(tmp_path / "dx.npy"), str(tmp_path / "x.npy"))
     np.save(tmp_path / "x.npy", X)
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run([sys.executable, "-c", probe], cwd=str(tmp_path), env=env,
+    result = warm_python.run([sys.executable, "-c", probe], cwd=str(tmp_path), env=env,
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()

@@ -10,6 +10,8 @@ import sys
 
 import numpy as np
 import pytest
+
+import warm_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorflow.core.framework import graph_pb2, node_def_pb2
@@ -364,7 +366,7 @@ def test_the_environment_variable_turns_the_c_reader_off():
     out = {}
     for value in ("1", "0"):
         env = dict(os.environ, GRAPH_OVERRIDE_PURE_PYTHON=value, TF_CPP_MIN_LOG_LEVEL="3")
-        out[value] = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+        out[value] = warm_python.run([sys.executable, "-c", code], env=env, check=True,
                                     capture_output=True, text=True).stdout.split()[-1]
     assert out["1"] == "False"
     assert out["0"] == str(_scan is not None)

@@ -8,6 +8,8 @@ import threading
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -523,7 +525,7 @@ for path in sys.argv[1:]:
 def test_devices_and_pipes_are_refused_without_reading(tmp_path):
     fifo = str(tmp_path / "pipe.pb")
     os.mkfifo(fifo)  # no writer: opening it for reading would block
-    out = subprocess.run([sys.executable, "-c", _READ_SPECIAL, "/dev/zero", fifo],
+    out = warm_python.run([sys.executable, "-c", _READ_SPECIAL, "/dev/zero", fifo],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.splitlines() == [
         "/dev/zero: is a character device, not a regular file; expected a GraphDef file "

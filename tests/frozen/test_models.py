@@ -13,11 +13,12 @@ with the tf2 family in this process.
 
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 import frozen_graphs
@@ -135,7 +136,7 @@ def _run_fresh(folder, mode, jobs):
     worker = folder / "worker.py"
     worker.write_text(WORKER)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, str(worker), mode, str(spec)],
+    proc = warm_python.run([sys.executable, str(worker), mode, str(spec)],
                           capture_output=True, text=True, env=env, timeout=600,
                           check=False, cwd=str(folder))
     assert proc.returncode == 0, proc.stderr[-3000:]

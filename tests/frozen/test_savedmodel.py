@@ -4,11 +4,12 @@ fresh process without graph_override, atomic writes, refusals, exit codes."""
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 import frozen_graphs
@@ -88,7 +89,7 @@ def _save_and_check(folder, cases_spec):
         {"cases": cases, "arrays": str(folder / "arrays.npz")}))
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)  # plain TensorFlow: graph_override not on the path
-    proc = subprocess.run(
+    proc = warm_python.run(
         [sys.executable, str(HERE / "frozen_plain_check.py"), str(folder / "spec.json"),
          str(folder / "out.npz")], capture_output=True, text=True, env=env, cwd=str(folder),
         timeout=600, check=False)
@@ -142,7 +143,7 @@ def test_mobilenet_v2_saved_model_in_plain_tensorflow(tmp_path):
 
 def test_saved_model_cli_lists_the_signature(checked):
     _, _, folder = checked
-    proc = subprocess.run(
+    proc = warm_python.run(
         [sys.executable, "-m", "tensorflow.python.tools.saved_model_cli", "show",
          "--dir", str(folder / "mlp"), "--all"], capture_output=True, text=True,
         timeout=300, check=False)

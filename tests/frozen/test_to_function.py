@@ -212,8 +212,15 @@ def test_tf1_cond_cnn_matches_tensorflows_own_route(mode):
     ref_out, ref_dx, cot = models.wrap_prune_reference(graph_def, inputs, outputs, [x])
     fn = frozen.to_function(graph_def, inputs, outputs)
     out, dx, _ = models.tape_gradients(fn, [], [x], cot, use_function=mode == "function")
-    np.testing.assert_array_equal(out[0], ref_out[0])
-    np.testing.assert_array_equal(dx[0], ref_dx[0])
+    if mode == "function":
+        # In a tf.function, Grappler may fuse the convolution with its bias
+        # and activation: on some processors oneDNN's fused kernel rounds the
+        # last bit differently (seen: 4e-8 on values of 0.1).
+        for got, want in ((out[0], ref_out[0]), (dx[0], ref_dx[0])):
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+    else:
+        np.testing.assert_array_equal(out[0], ref_out[0])
+        np.testing.assert_array_equal(dx[0], ref_dx[0])
     assert np.any(dx[0])
 
 

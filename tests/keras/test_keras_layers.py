@@ -4,6 +4,9 @@ larq's conventions (sign(±0) = +1, inclusive clips, the ternary threshold to
 ±1, DoReFa's half-to-even rounding, MagnitudeAwareSign per output channel,
 pad_values after quantization), and the errors."""
 
+import json
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -236,6 +239,85 @@ def test_bad_settings_are_refused_where_they_are_given():
                        r"to pad with is a number"):
         lq.layers.QuantConv2D(2, 3, padding="same", pad_values="one")
     assert lq.quantizers.SteSign(clip_value=0.0).clip_value == 0.0  # the boundary is allowed
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"),
+                                   np.float32("nan"), tf.constant(float("inf"))],
+                         ids=["nan", "inf", "-inf", "numpy-nan", "eager-tensor-inf"])
+@pytest.mark.parametrize("layer", ["QuantConv1D", "QuantConv2D", "QuantDepthwiseConv2D"])
+def test_pad_values_that_are_not_finite_are_refused(layer, value):
+    """NaN or infinite padding makes every output that reads the border
+    non-finite; larq takes it without a word."""
+    args = (2, 3) if layer != "QuantDepthwiseConv2D" else (3,)
+    with pytest.raises(QuantizerError, match=r"^%s\(pad_values=-?(nan|inf)\): the value to "
+                       r"pad with is a finite number" % layer):
+        getattr(lq.layers, layer)(*args, padding="same", pad_values=value)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, -1.0, 3.5, np.float32(1.0),
+                                   np.finfo(np.float32).max, tf.constant(1.0)])
+def test_finite_pad_values_are_accepted(value):
+    layer = lq.layers.QuantConv2D(2, 3, padding="same", pad_values=value)
+    assert np.isfinite(layer.get_config()["pad_values"])
+
+
+@pytest.mark.parametrize("precision", [0, -1, 65, 1.5, True, "8"])
+def test_noop_precision_outside_1_to_64_bits_is_refused(precision):
+    with pytest.raises(QuantizerError, match=r"^NoOp\(precision=%s\): the precision is the "
+                       r"bits a weight counts as, a whole number from 1 to 64"
+                       % re.escape(repr(precision))):
+        lq.quantizers.NoOp(precision=precision)
+
+
+@pytest.mark.parametrize("precision", [None, 1, 2, 32, 64, np.int64(8)])
+def test_noop_precision_from_1_to_64_bits_is_accepted(precision):
+    """larq 0.13.3 takes any int; 1 (its own docstring's example) is the
+    smallest that counts as bits."""
+    quantizer = lq.quantizers.NoOp(precision=precision)
+    assert quantizer.precision == precision and quantizer.get_config()["precision"] == precision
+
+
+@pytest.mark.parametrize("config, named", [
+    ({"module": "os", "class_name": "system"}, "os.system"),
+    ({"module": "os", "class_name": "system", "config": {}}, "os.system"),
+    ({"module": "subprocess", "class_name": "run", "config": {},
+      "registered_name": "run"}, "subprocess.run"),
+    ({"module": "keras.layers", "class_name": "Dense", "config": {"units": 2}},
+     "keras.layers.Dense"),
+], ids=["os.system", "os.system-config", "subprocess.run", "keras-Dense"])
+def test_a_quantizer_config_naming_a_foreign_class_is_refused_at_construction(config, named):
+    """Keras hands back the class name as a str for these: the layer would
+    fail only at its first call."""
+    with pytest.raises(QuantizerError, match=r"^QuantDense\(kernel_quantizer=\.\.\.\): "
+                       r"cannot load the quantizer config .*: the config names %s, which "
+                       r"is not a quantizer" % re.escape(named)):
+        lq.layers.QuantDense(2, kernel_quantizer=config)
+
+
+def test_a_saved_model_whose_quantizer_names_os_system_is_refused_at_load(tmp_path):
+    """The same config in a saved file: refused while loading, naming it, and
+    os.system is never called."""
+    model = tf.keras.Sequential([tf.keras.Input((3,)),
+                                 lq.layers.QuantDense(2, kernel_quantizer="ste_sign")])
+    path = tmp_path / "model.h5"
+    model.save(str(path))
+    import h5py  # pylint: disable=import-outside-toplevel
+    with h5py.File(path, "r+") as f:
+        config = f.attrs["model_config"]
+        config = json.loads(config.decode() if isinstance(config, bytes) else config)
+        dense = next(l for l in config["config"]["layers"] if "QuantDense" in l["class_name"])
+        dense["config"]["kernel_quantizer"] = {"module": "os", "class_name": "system",
+                                               "config": {}}
+        f.attrs["model_config"] = json.dumps(config)
+    with pytest.raises(Exception) as info:  # pylint: disable=broad-except
+        tf.keras.models.load_model(str(path))
+    messages = []
+    error = info.value
+    while error is not None:
+        messages.append(str(error))
+        error = error.__cause__ or error.__context__
+    assert any("the config names os.system, which is not a quantizer" in m
+               for m in messages), messages
 
 
 def test_a_non_float_input_is_refused_naming_the_layer():

@@ -6,11 +6,14 @@ name, and train on after loading in a fresh process."""
 
 import json
 import os
-import subprocess
+import re
+import shutil
 import sys
 
 import numpy as np
 import pytest
+
+import warm_python
 import tensorflow as tf
 
 import graph_override.keras as lq
@@ -167,7 +170,7 @@ def test_saved_model_loads_by_name_in_a_fresh_process_and_trains_on(ext, tmp_pat
     y = model(x, training=False).numpy()
     model.train_on_batch(x, t)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-c", _CHILD, path, data, out], check=True, env=env,
+    warm_python.run([sys.executable, "-c", _CHILD, path, data, out], check=True, env=env,
                    cwd=ROOT, capture_output=True)
     got = np.load(out)
     np.testing.assert_array_equal(got["y"], y)
@@ -216,3 +219,105 @@ def test_quantizer_functions_save_by_name_and_load_back(ext, tmp_path):
     loaded = tf.keras.models.load_model(path, custom_objects={"_own_sign": _own_sign})
     assert loaded.get_layer("qd").input_quantizer is _own_sign
     np.testing.assert_array_equal(loaded(x).numpy(), model(x).numpy())
+
+
+# --- damaged keras_metadata.pb: SerializationError naming the file and the damage --
+
+def _varint(n):
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number, payload):
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _with_root_metadata(data, make):
+    """larq's keras_metadata.pb with the root node's metadata (field 5 of the
+    first node, a JSON text) replaced by make(the parsed JSON) -> bytes."""
+    from graph_override.keras import loading  # pylint: disable=import-outside-toplevel
+    first, node = next(loading._fields(data))  # pylint: disable=protected-access
+    fields = list(loading._fields(node))  # pylint: disable=protected-access
+    assert first == 1 and dict(fields)[3] == b"root" and [n for n, _ in fields] == [3, 4, 5, 6]
+    root = json.loads(dict(fields)[5])
+    rest = data[len(_field(1, node)):]
+    new_node = b"".join(_field(n, make(root) if n == 5 else v) for n, v in fields)
+    return _field(1, new_node) + rest
+
+
+def _edit(change):
+    def make(root):
+        change(root)
+        return json.dumps(root).encode()
+    return make
+
+
+def _dense(root):
+    return next(l for l in root["config"]["layers"] if l["config"].get("name") == "dense")
+
+
+_NEST = 100000
+
+DAMAGES = {
+    # (the file from the real one, what the message says)
+    "truncated-in-a-length": (lambda d: d[:2], r"keras_metadata\.pb is damaged: the number "
+                              r"at byte 1 runs past the end \(of 2\)"),
+    "truncated-in-the-root": (lambda d: d[:9000], r"keras_metadata\.pb is damaged: the field "
+                              r"at byte 0 claims 14799 bytes, 8997 are left \(of 9000\)"),
+    "wire-type-7": (lambda d: b"\x0f" + d[1:], r"keras_metadata\.pb is damaged: the field at "
+                    r"byte 0 has wire type 7"),
+    "flipped-to-non-utf8": (lambda d: d[:200] + b"\xff" + d[201:],
+                            r"keras_metadata\.pb: the root model's metadata is not UTF-8 "
+                            r"text \(byte \d+\): the file is damaged"),
+    "invalid-json": (lambda d: _with_root_metadata(d, lambda r: b'{"class_name": "Fun'),
+                     r"the root model's metadata is not valid JSON \(Unterminated string"),
+    "deeply-nested-json": (lambda d: _with_root_metadata(
+        d, lambda r: b"[" * _NEST + b"]" * _NEST),
+        r"the root model's metadata is JSON nested too deeply to read"),
+    "deeply-nested-config": (lambda d: _with_root_metadata(d, _edit(
+        lambda r: r["config"].update(extra=json.loads("[" * 900 + "]" * 900)))),
+        r"cannot build the model from its saved config: it is nested too deeply"),
+    "root-a-list": (lambda d: _with_root_metadata(d, lambda r: b"[1, 2]"),
+                    r"the root model's metadata is not a model config .*; got a JSON list"),
+    "no-config": (lambda d: _with_root_metadata(d, _edit(lambda r: r.pop("config"))),
+                  r"the root model's metadata is not a model config .*; got an object "
+                  r"with keys"),
+    "class-name-a-number": (lambda d: _with_root_metadata(
+        d, _edit(lambda r: r.update(class_name=7))),
+        r"the root model's metadata is not a model config"),
+    "layers-a-number": (lambda d: _with_root_metadata(
+        d, _edit(lambda r: r["config"].update(layers=5))),
+        r"cannot build the model from its saved config: TypeError"),
+    "layer-a-string": (lambda d: _with_root_metadata(
+        d, _edit(lambda r: r["config"]["layers"].__setitem__(2, "conv"))),
+        r"cannot build the model from its saved config: "),
+    "units-changed": (lambda d: _with_root_metadata(
+        d, _edit(lambda r: _dense(r)["config"].update(units=7))),
+        r"the saved value of weight 'kernel' of layer 'dense' has shape \[\d+, \d+\]; the "
+        r"layer keras_metadata\.pb describes has \[\d+, 7\]"),
+    "layer-dropped": (lambda d: _with_root_metadata(d, _edit(lambda r: r["config"].update(
+        layers=[l for l in r["config"]["layers"] if l["config"].get("name") != "head"],
+        output_layers=[["dense", 0, 0]]))),
+        r"keras_metadata\.pb describes 5 layers with weights, the checkpoint holds 6"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_a_damaged_keras_metadata_raises_serialization_error_naming_it(damage, tmp_path):
+    """Each was a raw IndexError, UnicodeDecodeError, JSONDecodeError,
+    RecursionError, KeyError, TypeError or ValueError (or a SerializationError
+    that did not name the file)."""
+    folder = tmp_path / "larq_savedmodel"
+    shutil.copytree(os.path.join(DATA, "larq_savedmodel"), folder)
+    meta = folder / "keras_metadata.pb"
+    mutate, says = DAMAGES[damage]
+    meta.write_bytes(mutate(meta.read_bytes()))
+    with pytest.raises(SerializationError) as info:
+        lq.load_larq_model(folder)
+    assert str(folder) in str(info.value)
+    assert re.search(says, str(info.value)), str(info.value)
+

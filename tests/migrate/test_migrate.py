@@ -12,6 +12,11 @@ from graph_override import cli, migrate
 from graph_override.migrate import tables as _migrate_tables
 from graph_override.migrate import SourceError, migrate_source
 
+# The same on every TensorFlow release by construction (it rewrites source text (libcst);
+# no TensorFlow or Keras code runs):
+# compat/run.sh runs it under the newest release only.
+pytestmark = pytest.mark.release_independent
+
 CASES = sorted(glob.glob(os.path.join(os.path.dirname(__file__), os.pardir,
                                       "migration_cases", "*.py")))
 CASES = [c for c in CASES if not c.endswith("conftest.py")]
@@ -831,6 +836,52 @@ def test_code_that_inspects_a_converted_output_leaves_the_scope(inside, after):
     (site,) = r.untouched
     assert site.line == (4 if ".op" in inside else 5)
     assert "looks at the output of tf.identity(...) (line 4)" in site.message
+
+
+_REBIND_SCOPE = ("def f(x, c, xs):\n"
+                 '    with tf.get_default_graph().gradient_override_map({"Identity": "A"}):\n'
+                 "        y = tf.identity(x)\n")
+
+
+@pytest.mark.parametrize("after, inspected", [
+    # rebound on every path before the read: the read is not the output's
+    ("    y = y * 2\n    print(y.name)\n", False),
+    ("    y = tf.abs(y)\n    if c:\n        print(y.op.type)\n", False),
+    ("    y = y * 2\n    for v in xs:\n        print(y.name)\n", False),
+    # read first, on a path without the rebinding, or read later by a
+    # function that may run at any time: the output's
+    ("    print(y.name)\n    y = y * 2\n", True),
+    ("    y = tf.abs(y.op.outputs[0])\n", True),
+    ("    if c:\n        y = y * 2\n    print(y.name)\n", True),
+    ("    for v in xs:\n        y = y * v\n    print(y.name)\n", True),
+    ("    y = y * 2\n    return lambda: y.name\n", True),
+    ("    y = y * 2\n    return [y.name for v in xs]\n", True),
+    ("    z = y * 2\n    print(y.name)\n", True),
+], ids=["rebound", "rebound-if-read", "rebound-loop-read", "read-first",
+        "read-in-rebinding", "rebound-if", "rebound-loop", "lambda", "comprehension",
+        "other-name"])
+def test_a_name_rebound_before_the_read_no_longer_holds_the_output(after, inspected):
+    """tensorpack's ternarize(): ``w = w * mask_np`` after the scope, then
+    ``tf.summary.histogram(w.name, w)``: the name is the product's."""
+    r = _migrate(_REBIND_SCOPE + after)
+    assert (r.text == r.original) == inspected
+    assert [("looks at the output of tf.identity(...) (line 4)" in s.message)
+            for s in r.untouched] == ([True] if inspected else [])
+
+
+@pytest.mark.parametrize("between, listed", [
+    ("    ys = list(ys)\n", False),   # a list by the time the scope reads it
+    ("    print(ys)\n", True),
+    ("    if c:\n        ys = list(ys)\n", True),
+], ids=["rebound", "not-rebound", "rebound-if"])
+def test_a_generator_name_rebound_before_the_scope_is_no_generator_there(between, listed):
+    r = _migrate("def f(xs, c):\n"
+                 "    ys = (tf.abs(v) for v in xs)\n" + between +
+                 '    with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):\n'
+                 "        return [tf.sign(y) for y in ys]\n")
+    assert (r.text == r.original) == listed
+    assert [("'ys' is a generator expression made before the override scope (line 3)"
+             in s.message) for s in r.untouched] == ([True] if listed else [])
 
 
 def test_keras_session_graph_in_the_with_item_goes_with_the_scope():

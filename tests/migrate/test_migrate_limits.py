@@ -20,6 +20,11 @@ from graph_override.errors import SourceError
 from graph_override.migrate import limits, sources
 from graph_override.migrate import migration as _migration
 
+# The same on every TensorFlow release by construction (it reads and refuses source files;
+# no TensorFlow or Keras code runs):
+# compat/run.sh runs it under the newest release only.
+pytestmark = pytest.mark.release_independent
+
 HEADER = "import tensorflow.compat.v1 as tf\n"
 SCOPE = ('with tf.get_default_graph().gradient_override_map({"Sign": "Identity"}):\n'
          '    y = tf.sign(%s)\n')
@@ -219,6 +224,86 @@ def test_brackets_beyond_cpythons_limit_are_refused():
     with pytest.raises(SourceError, match=r"m.py: 201 brackets open at once \(CPython's "
                                           r"own limit is 200"):
         migrate.migrate_source(ok.replace("[", "[[", 1).replace("]", "]]", 1), "m.py")
+
+
+def _elif_line(minus_signs):
+    """Line 4 nests 4 + minus_signs levels: an indent, an elif, the list
+    opened first (its 150 brackets, with commas, are closed again), + and
+    the minus signs."""
+    return ("if a:\n    pass\nelif b:\n    z = " + "[" * 150 + "a, " * 3 + "]" * 150
+            + " + " + "-" * minus_signs + "w\n")
+
+
+def test_nesting_limit_of_1000_levels_is_inclusive():
+    assert limits.nesting_depth(_elif_line(996)) == (1000, 4, 150)
+    limits.check_nesting(_elif_line(996), "m.py")
+    with pytest.raises(SourceError, match=r"^m.py:4: nested about 1001 levels deep .*"
+                                          r"the limit is 1000\); nothing was migrated"):
+        limits.check_nesting(_elif_line(997), "m.py")
+
+
+def _work(text, monkeypatch):
+    """The steps nesting_depth takes on `text`: the lines it and its helpers
+    run, plus the items they hand to sum() (a C loop that no line counts)."""
+    steps = [0]
+
+    def counting_sum(items, *start):
+        items = list(items)
+        steps[0] += len(items)
+        return sum(items, *start)
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename != limits.__file__:
+            return None
+        def lines(frame, event, arg):
+            steps[0] += event == "line"
+            return lines
+        return lines
+
+    monkeypatch.setattr(limits, "sum", counting_sum, raising=False)
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        limits.nesting_depth(text)
+    finally:
+        sys.settrace(previous)
+    return steps[0]
+
+
+@pytest.mark.parametrize("unit", ["[", "(-"], ids=["brackets", "mixed"])
+def test_nesting_depth_does_the_same_work_for_each_further_level(unit, monkeypatch):
+    """Linear: 400 more levels cost the same steps at any depth (summing the
+    open brackets at every token made them cost more the deeper they went)."""
+    closing = {"[": "]", "(-": ")"}[unit]
+    work = [_work("z = " + unit * n + "w" + closing * n + "\n", monkeypatch)
+            for n in (400, 800, 1200)]
+    assert work[2] - work[1] == work[1] - work[0] > 0
+
+
+def test_a_2_mib_file_of_nested_brackets_is_refused_with_linear_work(
+        tmp_path, monkeypatch, capsys):
+    """The size limit's worth of brackets, counted in a bounded number of
+    steps (this took about 13 hours when each token summed the stack): any
+    sum() over more items than the file has characters fails at once."""
+    n = (sources.MAX_SOURCE_BYTES - len("z = \n\n")) // 2
+    path = tmp_path / "deep.py"
+    path.write_text("z = " + "[" * n + "]" * n + "\n\n")
+    assert path.stat().st_size == sources.MAX_SOURCE_BYTES
+    summed = [0]
+
+    def bounded_sum(items, *start):
+        items = list(items)
+        summed[0] += len(items)
+        if summed[0] > sources.MAX_SOURCE_BYTES:
+            raise AssertionError("nesting_depth summed %d items" % summed[0])
+        return sum(items, *start)
+
+    monkeypatch.setattr(limits, "sum", bounded_sum, raising=False)
+    assert cli.main(["migrate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "error: %s: %d brackets open at once (CPython's own limit is 200" % (
+        path, n) in err
+    assert "Traceback" not in err
 
 
 DEEP = {

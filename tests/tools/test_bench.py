@@ -17,6 +17,9 @@ from graph_override import testing, tf2
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "bench.py"
+# The tests that read the shared --quick run (tests/tools/conftest.py) run on
+# one worker, which makes it once.
+pytestmark = pytest.mark.xdist_group("bench_quick")
 
 
 @pytest.fixture(scope="module")
@@ -34,19 +37,15 @@ def sections(bench):  # pylint: disable=redefined-outer-name
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench") / "report.md"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(out)],
-                          cwd=str(ROOT), env=env, capture_output=True, text=True,
-                          timeout=900)
-    return proc, out
+def quick_run(quick_report):
+    """tools/bench.py --quick, every section (tests/tools/conftest.py)."""
+    return quick_report
 
 
 @pytest.mark.slow
 def test_quick_run_writes_its_tables_and_plot(quick_run):
-    proc, out = quick_run
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    status, out = quick_run
+    assert status["returncode"] == 0, status["stderr"]
     text = out.read_text()
     assert "## 1. Training step of a binarized MLP" in text
     assert "## 2. Graph construction of N straight-through sites" in text
@@ -273,6 +272,8 @@ def test_quick_run_without_matplotlib_exits_0_without_a_traceback(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert "No figure was drawn: matplotlib is not installed" in out.read_text()
+    assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
+            "attribution." in out.read_text())
     assert not out.with_suffix(".png").exists()
 
 
@@ -355,18 +356,12 @@ def test_convert_figures_are_medians(sections, monkeypatch):
 
 
 @pytest.mark.slow
-def test_quick_keras_section_compares_with_float_and_larq(tmp_path):
-    """--quick --only keras: the section's three comparisons, each with its
-    ratio and goal; larq's row where TensorFlow 2.15's Python is known (this
-    Python, when it has larq), else a row saying it was not measured."""
-    out = tmp_path / "report.md"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    if importlib.util.find_spec("larq") is not None:
-        env["BENCH_PYTHON_215"] = sys.executable
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "keras",
-                           "--out", str(out)], cwd=str(ROOT), env=env, capture_output=True,
-                          text=True, timeout=900, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_quick_keras_section_compares_with_float_and_larq(quick_run):
+    """--quick, section 6: its three comparisons, each with its ratio and
+    goal; larq's row where TensorFlow 2.15's Python is known (this Python,
+    when it has larq), else a row saying it was not measured."""
+    status, out = quick_run
+    assert status["returncode"] == 0, status["stderr"]
     section = out.read_text().split("## 6. Quantized Keras layers")[1].split("<!--")[0]
     cell = r"\| [0-9.]+ (ms|MB) \| [0-9.]+ (ms|MB) \| \*\*[0-9.]+\*\* \| <= [0-9.]+: "
     assert re.search(r"\| training step: QuantConv2D/QuantDense against float Conv2D/Dense "
@@ -386,7 +381,7 @@ def test_quick_keras_section_compares_with_float_and_larq(tmp_path):
         assert re.search(r"\| peak memory \(VmHWM\) of a process that trains, TensorFlow's "
                          + allocator + r" allocator" + deep + r" \| %s \| 1 " % version
                          + informative, section)
-    if "BENCH_PYTHON_215" in env:
+    if status["env"] == sys.executable:
         assert re.search(r"\| training step: these layers against larq 0.13.3's \| 2\.15\.[0-9]+ "
                          r"\| 2 " + cell, section)
         assert re.search(peak + r"larq 0.13.3's layers \| 2\.15\.[0-9]+ \| 1 " + informative,
@@ -395,10 +390,7 @@ def test_quick_keras_section_compares_with_float_and_larq(tmp_path):
                          r"layers against float Conv2D/Dense \| 2\.15\.[0-9]+ \| 1 "
                          + informative, section)
     else:
-        assert ("larq's layers not measured" in section
-                or "these layers against larq 0.13.3's | 2.15." in section)
-    assert ("Not measured in this report: training, construction, frozen, migrate, cli, "
-            "attribution." in out.read_text())
+        assert "larq's layers not measured" in section
 
 
 def test_keras_section_text_names_errors_and_goals(sections):

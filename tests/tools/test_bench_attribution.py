@@ -4,7 +4,6 @@ without its package's heavy __init__ files, and a --quick run times the
 right computation. No timed assertion here."""
 
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -182,26 +181,26 @@ def test_render_names_the_allocator_and_compares_the_maps(bench):
 
 
 @pytest.mark.slow
-def test_quick_section_times_the_library_s_own_gradient(tmp_path):
-    """--quick --only attribution: a table per batch size; the baseline is
-    the library's plain gradient (saliency without abs) to float rounding."""
-    out = tmp_path / "report.md"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", BENCH_SALIENCY_DIR=str(tmp_path / "none"))
-    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick",
-                           "--only", "attribution", "--out", str(out)], cwd=str(ROOT),
-                          env=env, capture_output=True, text=True, timeout=1500, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+@pytest.mark.xdist_group("bench_quick")  # with test_bench.py's readers of the same run
+def test_quick_section_times_the_library_s_own_gradient(quick_report, load_tool):
+    """--quick, section 7: a table per batch size; the baseline is the
+    library's plain gradient (saliency without abs) to float rounding."""
+    status, out = quick_report
+    assert status["returncode"] == 0, status["stderr"]
     text = out.read_text()
     section = text.split("## 7. Attribution maps")[1].split("<!--")[0]
-    for batch in (1, 4):
+    batches = load_tool("bench").QUICK["attribution"]["batches"]
+    tables = 2 * len(batches)  # a table per batch size and allocator
+    for batch in batches:
         for allocator in ("default CPU allocator", "TF_CPU_ALLOCATOR_USE_BFC=true"):
             assert "### Batch %d, %s (TensorFlow " % (batch, allocator) in section
     for method in ("gradient_input", "guided_backprop", "eps_lrp", "deeplift",
                    "floor: dy * x (keeps x)", "floor: dy * x compiled (keeps x, new buffer)"):
-        assert section.count("| %s | " % method) == 4, method
+        assert section.count("| %s | " % method) == tables, method
     assert "Every method's maps were the same bits under both allocators" in section
     assert "PAIR's saliency.tf1 not measured" in section
     data = json.loads(text.split("<!-- bench-data ")[1].split(" -->")[0])
-    for row in data["attribution"][:4]:
+    assert len([row for row in data["attribution"] if "error" not in row]) == tables
+    for row in data["attribution"][:tables]:
         assert row["baseline_max_abs_diff"] <= 1e-5 * row["gradient_max_abs"]
         assert row["gradient_max_abs"] > 0

@@ -61,7 +61,7 @@ def analyze(module, keep_names=(), wrappers=None):
     known = dict(wrappers or {})
     facts = collect(wrapper.module, known)
     names = Names(metadata[PositionProvider], metadata[ScopeProvider],
-                  facts.assign_lines)
+                  facts.assign_lines, facts.assign_blocks)
     ctx = Context(names=names, facts=facts, keep_names=frozenset(keep_names),
                   wrappers=known)
     _name_the_helper(ctx, wrapper.module)

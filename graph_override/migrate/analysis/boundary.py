@@ -54,7 +54,8 @@ def _generators_behind(names, name):
     """The ``name = (... for ...)`` lines a Name read may refer to."""
     for a in names.assignments(name):
         stmt = names.assign_statement(a)
-        if stmt is not None and isinstance(stmt.body[0].value, cst.GeneratorExp):
+        if stmt is not None and isinstance(stmt.body[0].value, cst.GeneratorExp) \
+                and not names.rebound_between(a.node, name):
             yield stmt
 
 
@@ -66,7 +67,7 @@ def check_output_reads(ctx, scanner, converted, work):
         target = scanner.assigned.get(call)
         if target is not None:
             reads += [reads_of[n] for n in ctx.names.references_of(target)
-                      if n in reads_of]
+                      if n in reads_of and not ctx.names.rebound_between(target, n)]
         for read in reads:
             work.reasons.append((ctx.names.line(read), (
                 "'%s' looks at the output of %s(...) (line %d), which the "

@@ -49,6 +49,7 @@ class _Collector(cst.CSTVisitor):
         self._blocks = [0]         # if/for/while/try/with depth per def body
         self._functions = []       # (def name, class name or None) being walked
         self._classes = [None]     # the class whose body is being walked
+        self._bodies = []          # the Module and IndentedBlocks being walked
 
     def _enter_block(self, node):
         self._blocks[-1] += 1
@@ -58,6 +59,15 @@ class _Collector(cst.CSTVisitor):
 
     visit_If = visit_For = visit_While = visit_Try = _enter_block
     leave_If = leave_For = leave_While = leave_Try = _leave_block
+
+    def _enter_body(self, node):
+        self._bodies.append(node)
+
+    def _leave_body(self, original_node):
+        self._bodies.pop()
+
+    visit_Module = visit_IndentedBlock = _enter_body
+    leave_Module = leave_IndentedBlock = _leave_body
 
     def visit_ClassDef(self, node):
         self._blocks.append(0)
@@ -87,6 +97,7 @@ class _Collector(cst.CSTVisitor):
         if isinstance(stmt, cst.Assign) and len(stmt.targets) == 1 and \
                 isinstance(stmt.targets[0].target, cst.Name):
             self.facts.assign_lines[stmt.targets[0].target] = node
+            self.facts.assign_blocks[stmt.targets[0].target] = self._bodies[-1]
 
     def visit_With(self, node):
         self._blocks[-1] += 1

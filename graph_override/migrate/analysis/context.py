@@ -34,6 +34,8 @@ class Facts:
         run, as with ``if not GRAD_DEFINED:``).
       assign_lines: target Name of every one-target ``name = value``
         statement -> that statement line.
+      assign_blocks: the same target Names -> the block (IndentedBlock or
+        Module) whose body holds that line.
       import_lines: Import or ImportFrom alone on its line -> that line.
       named_calls: (name, Call) for each call of a plain name or attribute
         whose name is a known wrapper's.
@@ -47,6 +49,7 @@ class Facts:
     enclosing: dict = dataclasses.field(default_factory=dict)
     functions: list = dataclasses.field(default_factory=list)
     assign_lines: dict = dataclasses.field(default_factory=dict)
+    assign_blocks: dict = dataclasses.field(default_factory=dict)
     import_lines: dict = dataclasses.field(default_factory=dict)
     named_calls: list = dataclasses.field(default_factory=list)
     attr_reads: dict = dataclasses.field(default_factory=dict)

@@ -24,12 +24,15 @@ class Names:
       scopes: {node: Scope}, libcst's ScopeProvider for the module.
       assign_lines: {target Name of a one-target ``name = value``: its
         statement line}, from the walk (`Facts.assign_lines`).
+      assign_blocks: {the same target Names: the block whose body holds the
+        line} (`Facts.assign_blocks`).
     """
 
-    def __init__(self, positions, scopes, assign_lines):
+    def __init__(self, positions, scopes, assign_lines, assign_blocks=None):
         self._positions = positions
         self._scopes = scopes
         self._assign_lines = assign_lines
+        self._assign_blocks = assign_blocks or {}
 
     def line(self, node):
         """The line a node starts on."""
@@ -109,6 +112,44 @@ class Names:
             return []
         return [r.node for a in scope[target.value]
                 if getattr(a, "node", None) is target for r in a.references]
+
+    def rebound_between(self, target, read):
+        """True if `read` cannot see what ``target = ...`` bound: another
+        ``name = value`` line of the same scope rebinds the name between
+        them on every path.
+
+        That is so when one block holds all three in its statements in
+        the order target, rebinding line, read: Python enters a block only
+        at its start, so no path reaches the read's statement without
+        passing the line (a loop's back edge enters at the start too). A
+        read in a nested function, lambda or comprehension (another scope,
+        which may run at any time) is never taken as rebound.
+        """
+        scope = self.scope(target)
+        if scope is None or self.scope(read) is not scope:
+            return False
+        for assignment in scope[target.value]:
+            other = getattr(assignment, "node", None)
+            block = self._assign_blocks.get(other)
+            if other is target or block is None:
+                continue
+            body = list(block.body)
+            line = body.index(self._assign_lines[other])
+            first = self._statement_index(body, target)
+            last = self._statement_index(body, read)
+            if first is not None and last is not None and first < line < last:
+                return True
+        return False
+
+    def _statement_index(self, body, node):
+        """The index of the statement of `body` that holds `node`, or None."""
+        where = self._positions[node]
+        for i, stmt in enumerate(body):
+            span = self._positions[stmt]
+            if (span.start.line, span.start.column) <= (where.start.line, where.start.column) \
+                    and (where.end.line, where.end.column) <= (span.end.line, span.end.column):
+                return i
+        return None
 
     def bound_here(self, name):
         """True if the Name's scope binds it (a def, import or assignment)."""
