@@ -17,6 +17,7 @@ __all__ = [
     "DuplicateGradientError",
     "EagerModeError",
     "GradientContractError",
+    "GradientFunctionError",
     "GraphDefError",
     "GraphOverrideError",
     "NoMatchError",
@@ -117,6 +118,16 @@ class ClusterUnreachableError(GraphOverrideError, ConnectionError):
 class ConcurrentScopeError(GraphOverrideError, RuntimeError):
     """Two threads use gradient override maps on one graph at the same time;
     TensorFlow keeps one map per graph, so their ops would swap gradients."""
+
+
+class GradientFunctionError(GraphOverrideError, RuntimeError):
+    """A gradient function of the user's own, named ``MODULE:FUNCTION``
+    (``--map OP=MODULE:FUNCTION``, `user_functions.register_function`),
+    raised when TensorFlow called it; the message names the function, the
+    node, the exception and where it was raised, and ``__cause__`` is the
+    exception. A `RuntimeError`, so that TensorFlow passes it on as it is
+    (it re-raises a TypeError or ValueError from a gradient inside a
+    message of its own)."""
 
 
 class ConversionError(GraphOverrideError, ValueError):

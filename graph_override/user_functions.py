@@ -24,6 +24,7 @@ Example:
 """
 
 import difflib
+import functools
 import importlib
 import inspect
 import os
@@ -32,7 +33,7 @@ import sys
 import traceback
 
 from graph_override import estimators, registry
-from graph_override.errors import DuplicateGradientError, RuleError
+from graph_override.errors import DuplicateGradientError, GradientFunctionError, RuleError
 
 __all__ = ["import_function", "is_function_spec", "register_function", "registration_hint"]
 
@@ -167,6 +168,27 @@ def import_function(spec):
     return fn
 
 
+def _reporting(fn, spec):
+    """`fn`, raising `GradientFunctionError` (naming `spec` and the node)
+    for whatever it raises when TensorFlow calls it."""
+
+    @functools.wraps(fn)
+    def gradient(op, *grads):
+        try:
+            return fn(op, *grads)
+        except GradientFunctionError:
+            raise
+        except Exception as e:  # pylint: disable=broad-except  # the user's code
+            text = " ".join(str(e).split())
+            raise GradientFunctionError(
+                "gradient function %s raised %s%s at %s, for node %r (%s). Fix the "
+                "function, then run again." % (
+                    spec, type(e).__name__, ": " + text[:300] if text else "", _where(e),
+                    getattr(op, "name", "?"), getattr(op, "type", "?"))) from e
+
+    return gradient
+
+
 def register_function(spec):
     """Imports ``MODULE:FUNCTION`` and registers it under that very name.
 
@@ -187,13 +209,17 @@ def register_function(spec):
     Returns:
       The registered name, `spec` (a `graph_override.RegisteredGradient`).
 
+    What the function raises when TensorFlow calls it comes out as a
+    `GradientFunctionError` naming `spec` and the node (the exception is its
+    ``__cause__``).
+
     Raises:
       RuleError: see `import_function`; also when another function is
         registered under `spec` already.
     """
     fn = import_function(spec)
     try:
-        return registry.register_gradient(fn, name=spec)
+        return registry.register_gradient(_reporting(fn, spec), name=spec)
     except DuplicateGradientError as e:
         raise RuleError("%r: %s" % (spec, e.args[0])) from e
 

@@ -38,8 +38,9 @@ import tempfile
 
 from graph_override.errors import SpecialFileError
 
-__all__ = ["NO_LINKS", "atomic_write", "file_kind", "naming", "refuse_special",
-           "rename_exchange", "rename_noreplace", "stale_names", "temp_prefix"]
+__all__ = ["NO_LINKS", "atomic_write", "file_kind", "move_into_place", "naming",
+           "refuse_special", "rename_exchange", "rename_noreplace", "stale_names",
+           "temp_prefix", "write_temporary"]
 
 # What os.link answers where the file system has no hard links.
 NO_LINKS = (errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,
@@ -257,15 +258,36 @@ def atomic_write(path, data, *, verify=None, keep_mode=True, exclusive=False):
       OSError: the folder is missing or not writable, or the disk is full.
       Whatever `verify` raises, or IOError if the read-back bytes differ.
     """
+    tmp = write_temporary(path, data, verify=verify, keep_mode=keep_mode and not exclusive)
+    try:
+        move_into_place(tmp, path, exclusive=exclusive)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError) and e.filename in (None, tmp):
+            raise naming(e, path) from None
+        raise
+
+
+def write_temporary(path, data, *, verify=None, keep_mode=True, suffix=".tmp"):
+    """The name of a new hidden temporary sibling of `path` (see
+    `temp_prefix`; ending in `suffix`) that holds the bytes `data`, flushed,
+    fsynced, read back and checked (`verify` as in `atomic_write`), with the
+    mode `path` is to get (its own with `keep_mode`, if it exists). Stale
+    ``.tmp`` temporaries of `path` are removed first. On failure nothing is
+    left. `move_into_place` makes it `path`."""
     folder = os.path.dirname(os.path.abspath(path))
     refuse_special(path)
-    if keep_mode and not exclusive and os.path.exists(path):
+    if keep_mode and os.path.exists(path):
         mode = os.stat(path).st_mode & 0o7777
     else:
         mode = 0o666 & ~_umask()  # what open() would give a new file
     _remove_stale_temporaries(path, folder)
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix(path), suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix(path, suffix),
+                                   suffix=suffix)
     except OSError as e:
         raise naming(e, path) from None
     try:
@@ -282,12 +304,6 @@ def atomic_write(path, data, *, verify=None, keep_mode=True, exclusive=False):
             verify(back)
         del back
         os.chmod(tmp, mode)  # mkstemp creates 0600
-        if exclusive:
-            _move_exclusive(tmp, path)
-        else:
-            refuse_special(path)  # again: it may have appeared meanwhile
-            os.replace(tmp, path)
-        _fsync_folder(folder)
     except BaseException as e:
         try:
             os.unlink(tmp)
@@ -296,6 +312,20 @@ def atomic_write(path, data, *, verify=None, keep_mode=True, exclusive=False):
         if isinstance(e, OSError) and e.filename in (None, tmp):
             raise naming(e, path) from None
         raise
+    return tmp
+
+
+def move_into_place(tmp, path, *, exclusive=False):
+    """Makes the finished temporary file `tmp` the file `path` in one step:
+    replacing a regular file (a special one is refused), or with `exclusive`
+    only if `path` does not exist (FileExistsError); then fsyncs the
+    folder. On failure `tmp` is left for the caller."""
+    if exclusive:
+        _move_exclusive(tmp, path)
+    else:
+        refuse_special(path)  # again: it may have appeared meanwhile
+        os.replace(tmp, path)
+    _fsync_folder(os.path.dirname(os.path.abspath(path)))
 
 
 def naming(error, path):

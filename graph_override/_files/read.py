@@ -15,7 +15,9 @@ import stat
 
 from graph_override._files.atomic import file_kind
 
-__all__ = ["read_regular_file"]
+__all__ = ["GRAPHDEF_FILE", "graphdef_path_problem", "read_regular_file"]
+
+GRAPHDEF_FILE = "a GraphDef file (.pb or .pbtxt)"
 
 
 def read_regular_file(path, max_bytes, *, error, expected, too_large):
@@ -69,3 +71,35 @@ def read_regular_file(path, max_bytes, *, error, expected, too_large):
         raise error(too_large % path)
     chunks = [c for c in chunks if c]  # the last read is usually the empty one at the end
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def graphdef_path_problem(path):
+    """None, or why `path` cannot be a GraphDef file, told from the file
+    system alone (nothing is read, nothing heavy imported): missing, a
+    directory (a SavedModel's, with what to do), not a regular file, or
+    not readable. `graph_override.frozen.load` says the same; the command
+    line says it before importing TensorFlow.
+
+    Example:
+      >>> from graph_override._files.read import graphdef_path_problem
+      >>> graphdef_path_problem("/no/such/model.pb")
+      '/no/such/model.pb: no such file; expected a GraphDef file (.pb or .pbtxt).'
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        hint = (" It holds saved_model.pb: it is a SavedModel directory; freeze "
+                "it first (see convert_variables_to_constants_v2)."
+                if os.path.exists(os.path.join(path, "saved_model.pb")) else "")
+        return "%s: is a directory; expected %s.%s" % (path, GRAPHDEF_FILE, hint)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "%s: no such file; expected %s." % (path, GRAPHDEF_FILE)
+    except OSError as e:
+        return "%s: cannot be read: %s" % (path, e.strerror or e)
+    if not stat.S_ISREG(mode):
+        return "%s: is %s, not a regular file; expected %s. Nothing was read." % (
+            path, file_kind(mode), GRAPHDEF_FILE)
+    if not os.access(path, os.R_OK):
+        return "%s: cannot be read: %s" % (path, os.strerror(13))
+    return None

@@ -31,8 +31,8 @@ Example:
   deeplift does not cover Softsign (1 node(s): Softsign) on the path of model <lambda>
 """
 
+import inspect
 import os
-import sys
 import warnings
 
 import numpy as np
@@ -65,7 +65,7 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 def warn(message, category):
     """`warnings.warn` of `message`, attributed to the first caller outside
     graph_override (the user's line, however deep the call went)."""
-    level, frame = 1, sys._getframe(0)  # pylint: disable=protected-access
+    level, frame = 1, inspect.currentframe()
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
             _PACKAGE):
         frame, level = frame.f_back, level + 1

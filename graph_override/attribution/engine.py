@@ -58,6 +58,18 @@ class Explainer:
         or `Rule` s, e.g. ``["MyOp=Identity"]`` or a gradient for an op the
         method does not cover), applied before the method's: where both
         select a node, the caller's wins.
+      allow_ops: op types a frozen GraphDef (path or message) may run
+        although they reach outside the model (``["ReadFile"]``; CLI:
+        ``--allow-op ReadFile``). A GraphDef comes from elsewhere: before
+        anything of it is imported or run, the Explainer refuses
+        (`AttributionError`) any op of `graph_override.frozen.RISKY_OPS`
+        (file reads and writes, PyFunc, network, debug dumps) among the
+        nodes the output (and a Grad-CAM layer) depends on, function bodies
+        included, unless its type is allowed here; it refuses a function
+        that calls itself (`ConversionError`: TensorFlow would crash) and a
+        damaged Const or colocation attr (`GraphDefError`) whatever this
+        says. Session graphs and TF2 callables are the caller's own code
+        and are not checked.
 
     Example:
       >>> import numpy as np, tensorflow as tf
@@ -70,13 +82,16 @@ class Explainer:
       array([[1., 2.]], dtype=float32)
     """
 
-    def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=()):
+    def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=(),
+                 allow_ops=()):
         with compat.eager_scope():  # a TF1 caller may be inside its graph.as_default()
-            self._init(model, inputs, outputs, session, rules)
+            self._init(model, inputs, outputs, session, rules, allow_ops)
 
-    def _init(self, model, inputs, outputs, session, rules):
+    def _init(self, model, inputs, outputs, session, rules, allow_ops):
         self._model = model
         self.rules = tuple(as_rules(rules)) if rules else ()
+        self.allow_ops = _op_names(allow_ops)
+        self._untrusted = False
         self._graphs = {}
         self._functions = {}
         if session is not None:
@@ -86,6 +101,8 @@ class Explainer:
             self._fixed = models.from_session(session, inputs, outputs)
         elif models.is_graph_model(model):
             self._fixed = models.from_graph_def(model, inputs, outputs)
+            self._untrusted = True
+            self.check_runs([self._fixed.output])
         else:
             if inputs is not None or outputs is not None:
                 raise AttributionError(
@@ -95,6 +112,14 @@ class Explainer:
             if not callable(model):
                 models.from_callable(model, None)  # raises the error for non-callables
             self._fixed = None
+
+    def check_runs(self, tensors):
+        """Refuses, for a GraphDef model, what computing `tensors` (names
+        of its graph) would run that the caller did not allow
+        (`models.check_untrusted`); nothing for a Session graph or a
+        callable."""
+        if self._untrusted:
+            models.check_untrusted(self._fixed, list(tensors), self.allow_ops)
 
     @property
     def model(self):
@@ -250,6 +275,19 @@ def _coverage_text(report, result):
         for u in report.uncovered) + checks.completeness_text(result)
 
 
+def _op_names(allow_ops):
+    """`allow_ops` as a tuple of op type names (one name alone is one)."""
+    names = (allow_ops,) if isinstance(allow_ops, str) else allow_ops
+    try:
+        names = tuple(names or ())
+    except TypeError:
+        names = (names,)
+    if not all(isinstance(n, str) and n for n in names):
+        raise AttributionError("allow_ops=%r: expected op type names such as "
+                               "['ReadFile']" % (allow_ops,))
+    return names
+
+
 class _Context:
     """One call: the input, the method's function, and how to run it."""
 
@@ -326,10 +364,11 @@ class _Context:
 
 
 def attribute(model, method, x, target=None, *, inputs=None, outputs=None, session=None,
-              rules=(), **options):
+              rules=(), allow_ops=(), **options):
     """One call: `Explainer(model, inputs=..., outputs=..., session=...,
-    rules=...).attribute(method, x, target, **options)`. Keep an `Explainer` to explain
-    several batches or methods of one model without freezing it again.
+    rules=..., allow_ops=...).attribute(method, x, target, **options)`. Keep an
+    `Explainer` to explain several batches or methods of one model without
+    freezing it again.
 
     Example:
       >>> import numpy as np, tensorflow as tf
@@ -341,11 +380,12 @@ def attribute(model, method, x, target=None, *, inputs=None, outputs=None, sessi
       True
     """
     if isinstance(model, Explainer):
-        if inputs is not None or outputs is not None or session is not None or rules:
+        if (inputs is not None or outputs is not None or session is not None or rules
+                or allow_ops):
             raise AttributionError("an Explainer already has its model and rules; give no "
-                                   "inputs=, outputs=, session= or rules=")
+                                   "inputs=, outputs=, session=, rules= or allow_ops=")
         explainer = model
     else:
         explainer = Explainer(model, inputs=inputs, outputs=outputs, session=session,
-                              rules=rules)
+                              rules=rules, allow_ops=allow_ops)
     return explainer.attribute(method, x, target, **options)

@@ -132,6 +132,7 @@ def _functions(context, graph, layer):
     """(input -> layer, (input, layer) -> output) FrozenFunctions, cached."""
 
     def make():
+        context.explainer.check_runs([layer])  # what the layer needs runs too
         try:
             own = dict(rules=list(context.explainer.rules), on_no_match="ignore")
             return (FrozenFunction(graph.graph_def, [graph.input], [layer], **own),

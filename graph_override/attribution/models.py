@@ -21,11 +21,15 @@ import tensorflow as tf
 
 from graph_override._tensorflow import compat
 from graph_override.errors import AttributionError
+from graph_override.frozen.graphdef.consts import check_const
 from graph_override.frozen.graphdef.io import load
 from graph_override.frozen.graphdef.views import ancestors
+from graph_override.frozen.inspection.risky import RISKY_OPS, nodes_run
+from graph_override.frozen.tf2.graph import check_calls, check_colocation
 
-__all__ = ["ModelGraph", "from_callable", "from_graph_def", "from_keras_layer", "from_session",
-           "is_graph_model", "is_keras", "keras_input_shape", "keras_spec"]
+__all__ = ["ModelGraph", "check_untrusted", "from_callable", "from_graph_def",
+           "from_keras_layer", "from_session", "is_graph_model", "is_keras",
+           "keras_input_shape", "keras_spec"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +88,47 @@ def from_graph_def(model, inputs, outputs):
         graph_def, source = load(model), os.fsdecode(model)
     return ModelGraph(graph_def, _tensor_name(inputs, "inputs"),
                       _tensor_name(outputs, "outputs"), source)
+
+
+def check_untrusted(graph, tensors, allow_ops=()):
+    """Refuses what running the `ModelGraph` `graph` (a GraphDef from a file
+    or a message: from elsewhere) for the tensor names `tensors` would do
+    that the caller did not ask for, before TensorFlow imports or runs
+    anything of it:
+
+    * a library function that calls itself (TensorFlow would crash the
+      process importing it): ConversionError;
+    * a colocation attr naming a missing node, and, among the nodes that
+      would run, a Const whose value TensorFlow cannot make (a fill of
+      terabytes, a value of another dtype, packed bytes of another length):
+      GraphDefError;
+    * among the nodes that would run (what the tensors depend on, function
+      bodies included; `graph_override.frozen.inspection.risky.nodes_run`),
+      an op of `RISKY_OPS` (file reads and writes, PyFunc, network and
+      debug dumps) whose type is not in `allow_ops`: AttributionError,
+      naming each node, what its op does and how to allow it by name.
+    """
+    graph_def, source = graph.graph_def, graph.source
+    check_calls(graph_def, source)
+    check_colocation(graph_def, source)
+    allow = frozenset(allow_ops)
+    refused = []
+    for address, node in nodes_run(graph_def, [t.split(":")[0] for t in tensors]):
+        if node.op == "Const":
+            check_const(address, node, source)
+        elif node.op in RISKY_OPS and node.op not in allow:
+            refused.append((address, node.op))
+    if refused:
+        ops = sorted({op for _, op in refused})
+        raise AttributionError(
+            "%s: computing %s runs %s: op(s) that reach outside the model, refused in a "
+            "graph from elsewhere; nothing was run. If you trust this graph, allow them "
+            "by name: allow_ops=%r (CLI: %s)" % (
+                source, ", ".join(tensors), "; ".join(
+                    "node %r (%s), which %s" % (address, op, RISKY_OPS[op])
+                    for address, op in refused[:5]) + (
+                        "; and %d more" % (len(refused) - 5) if len(refused) > 5 else ""),
+                ops, " ".join("--allow-op " + op for op in ops)))
 
 
 def from_session(session, inputs, outputs):

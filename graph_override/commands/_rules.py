@@ -1,5 +1,20 @@
 """The arguments `graph-override patch` and `graph-override convert` share:
-the model file and its patch rules (`--map`, `--select`)."""
+the model file and its patch rules (`--map`, `--select`), and the checks of
+them that need no TensorFlow (`check_model`, `check_maps`), made before it
+is imported."""
+
+import difflib
+import re
+
+# The built-in estimators' names, in the order of their table
+# (graph_override/estimators/table.py, which needs TensorFlow to load);
+# tests/cli/test_cli.py checks that the two agree.
+ESTIMATOR_NAMES = (
+    "ste_sign", "approx_sign", "swish_sign", "ste_heaviside", "ste_tern", "ste_round",
+    "ste_floor", "dorefa_quantize", "flip_gradient", "scale_gradient", "clip_gradient",
+    "guided_relu", "deconv_relu", "eps_lrp", "deeplift_rescale")
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_FUNCTION_SPEC = re.compile(r"(%s):(%s)\Z" % (_DOTTED, _DOTTED))
 
 
 def add_model_and_rules(parser, *, rules_required):
@@ -33,3 +48,52 @@ def registration_note(names):
     from graph_override import user_functions  # pylint: disable=import-outside-toplevel
     return ("note: the patched nodes carry gradient name(s) %s.%s"
             % (", ".join(repr(n) for n in names), user_functions.registration_hint(names)))
+
+
+def check_model(path):
+    """None, or why MODEL cannot be a GraphDef file (missing, a directory,
+    a SavedModel's, not a regular file), as `frozen.load` would say it."""
+    from graph_override._files.read import graphdef_path_problem  # pylint: disable=import-outside-toplevel
+    return graphdef_path_problem(path)
+
+
+def _action(text):
+    """The ACTION of ``--map SELECTOR=ACTION`` (split at the first '=' outside
+    parentheses, as `frozen.parse_rule` does), or None."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth = depth + 1 if ch == "(" else max(0, depth - 1) if ch == ")" else depth
+        if ch == "=" and depth == 0:
+            return text[i + 1:].strip()
+    return None
+
+
+def check_maps(maps):
+    """None, or the first ``--map`` value whose action is a misspelled
+    built-in estimator (``Sign=ste_sgin``), in the words `frozen.parse_rule`
+    uses. TensorFlow's gradient names are op types (capitalized): an action
+    in lower case that is no estimator, no ``MODULE:FUNCTION`` and close to
+    an estimator's name is a misspelling. Everything else is parsed later,
+    with TensorFlow."""
+    for text in maps:
+        action = _action(text)
+        if not action or action == "remove" or action != action.lower():
+            continue
+        name = action.partition(":")[0]
+        spec = _FUNCTION_SPEC.match(action)
+        if name in ESTIMATOR_NAMES or "." in name or "(" in name or (
+                spec and spec.group(1) not in ESTIMATOR_NAMES):
+            continue
+        close = difflib.get_close_matches(name, ESTIMATOR_NAMES, n=3, cutoff=0.6)
+        if close:
+            return ("--map %r: %r is neither a built-in estimator nor a registered "
+                    "gradient name. Did you mean %s? Estimators: %s." % (
+                        text, name, " or ".join(repr(c) for c in close),
+                        ", ".join(ESTIMATOR_NAMES)))
+    return None
+
+
+def check(args):
+    """What `patch` and `convert` refuse before TensorFlow is imported: a
+    MODEL that cannot be a GraphDef file, a misspelled estimator."""
+    return check_model(args.model) or check_maps(args.maps)

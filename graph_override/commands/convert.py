@@ -4,7 +4,8 @@ import functools
 import os
 import sys
 
-from graph_override.commands._rules import add_model_and_rules, own_functions, parse_rules
+from graph_override.commands._rules import (add_model_and_rules, check, own_functions,  # noqa: F401  (check: the usage errors found without TensorFlow)
+                                            parse_rules)
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "turn a frozen GraphDef into a TF2 SavedModel whose gradients work"
@@ -24,10 +25,12 @@ DESCRIPTION = (
     "\n"
     "Exit status: 0 written; 1 the graph cannot be converted as asked (unresolvable\n"
     "gradient names, a TF1 while loop the outputs need, a graph that is not frozen,\n"
-    "unknown ops, a rule that selects nothing (without --allow-no-match) or has no\n"
-    "portable form); 2 bad usage or unreadable MODEL, a name not in the graph, a\n"
+    "unknown ops, a library function that calls itself, a rule that selects nothing\n"
+    "(without --allow-no-match) or has no portable form); 2 bad usage or unreadable MODEL, a name not in the graph, a\n"
     "Placeholder the outputs need missing from --inputs, a --trainable that selects\n"
-    "nothing, or DIR exists (without --force).")
+    "nothing, or DIR exists (without --force). A missing MODEL, a folder (a\n"
+    "SavedModel) and a misspelled estimator are reported before TensorFlow is\n"
+    "imported, at once.")
 EPILOG = """examples:
   graph-override convert model.pb -o saved --inputs x:0 --outputs logits:0 --map Sign=ste_sign
   graph-override convert model.pb -o saved --inputs x --outputs logits --map Sign=ste_sign --trainable 'kernel|bias'

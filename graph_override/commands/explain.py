@@ -8,7 +8,7 @@ import os
 import stat
 import sys
 
-from graph_override.commands._usage import usage_error
+from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
 DESCRIPTION = (
@@ -20,7 +20,9 @@ DESCRIPTION = (
     "and MODEL, --data and --baseline never. --png draws each input beside its map\n"
     "(a row per example, the first 16; needs matplotlib). The picture is drawn\n"
     "before anything is written, and OUT and PNG are written both or neither: if\n"
-    "one fails, the other is as it was before the run.\n"
+    "one fails, the other is as it was before the run; if the run is killed while\n"
+    "renaming them into place, the next run with the same OUT finishes the pair\n"
+    "first (saying so).\n"
     "\n"
     "Methods and their options (an option of another method is a usage error):\n"
     "  saliency              --no-abs (the signed gradient, not its absolute value)\n"
@@ -46,12 +48,21 @@ DESCRIPTION = (
     "Elu=mygrads:guided_elu for a gradient function of your own) sets the gradient\n"
     "of OP before the method's rules, so it wins where both select a node.\n"
     "\n"
-    "Exit status: 0 written; 1 the model cannot be run or differentiated as asked;\n"
-    "2 bad usage: an unknown method, unreadable MODEL or .npy, data or baseline of\n"
-    "the wrong shape or dtype, a class out of range, a name not in the graph, OUT\n"
-    "exists (without --force), OUT or PNG cannot be written or the picture drawn\n"
-    "(nothing written). Usage errors that need no model are reported before\n"
-    "TensorFlow is imported, at once.")
+    "MODEL comes from elsewhere: before anything of it is imported or run, a graph\n"
+    "that would run ops reaching outside the model (file reads and writes, PyFunc,\n"
+    "PrintV2, ...: the risky ops of `inspect`) on the way to --outputs, function\n"
+    "bodies included, is refused unless --allow-op OP names each op type.\n"
+    "\n"
+    "Exit status: 0 written; 1 the model cannot be run or differentiated as asked\n"
+    "(a library function that calls itself, out of memory, an error TensorFlow\n"
+    "raises running it, a --map function of your own that raises); 2 bad usage:\n"
+    "an unknown method, unreadable MODEL or .npy (a damaged Const, a .npy whose\n"
+    "header claims more than the file holds), ops that reach outside the model\n"
+    "not allowed with --allow-op, data or baseline of the wrong shape or dtype, a\n"
+    "class out of range, a name not in the graph, OUT exists (without --force),\n"
+    "OUT or PNG cannot be written or the picture drawn. Nothing is written on an\n"
+    "error, and each is one line. Usage errors that need no model are reported\n"
+    "before TensorFlow is imported, at once.")
 EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method guided_backprop --data x.npy -o maps.npy --png maps.png
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method deeplift --data x.npy --baseline zeros --target 3 -o maps.npy
@@ -174,6 +185,7 @@ def configure(parser):
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
                            "repeat for more")
+    add_allow_option(parser)
     parser.add_argument("--force", action="store_true",
                         help="replace OUT and PNG if they exist")
 
@@ -185,6 +197,18 @@ def add_map_option(parser, help_text):
     ``inspect --method`` take it; `parse_maps` reads it."""
     parser.add_argument("--map", dest="maps", action="append", default=[],
                         metavar="OP=ACTION", help=help_text)
+
+
+def add_allow_option(parser):
+    """Adds ``--allow-op OP`` (repeatable, into ``args.allow_ops``): an op
+    type that reaches outside the model (ReadFile, WriteFile, PyFunc, ...)
+    which the user allows the graph to run. `explain` refuses such ops on
+    the path otherwise; ``inspect --method`` reports them."""
+    parser.add_argument("--allow-op", dest="allow_ops", action="append", default=[],
+                        metavar="OP",
+                        help="let the graph run ops of type OP although they read or "
+                             "write files or reach elsewhere (ReadFile, WriteFile, "
+                             "PrintV2, ...; see `inspect`); repeat for more")
 
 
 def parse_maps(maps):
@@ -229,10 +253,16 @@ def _check_model(path):
 
 
 def _check_outputs(args):
-    """None, or why OUT / PNG cannot be written (before any work)."""
+    """None, or why OUT / PNG cannot be written (before any work). First
+    finishes what a killed run left (`_files.atomic_group.recover`): its OUT and
+    PNG both new, not one of each."""
     from graph_override._files.atomic import refuse_special  # pylint: disable=import-outside-toplevel
+    from graph_override._files.atomic_group import recover  # pylint: disable=import-outside-toplevel
     from graph_override.errors import SpecialFileError  # pylint: disable=import-outside-toplevel
     outs = [("-o", args.output)] + ([("--png", args.png)] if args.png else [])
+    if all(os.path.isdir(os.path.dirname(os.path.abspath(p))) for _, p in outs):
+        for note in recover([p for _, p in outs]):
+            print("graph-override explain: %s" % note, file=sys.stderr)
     if args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
     reads = [args.model, args.data] + (
@@ -256,6 +286,33 @@ def _check_outputs(args):
     return None
 
 
+def _short_of_claim(path):
+    """None, or why the .npy file `path` holds fewer bytes than its header
+    claims (a header of a few bytes may claim terabytes, which loading
+    would try to allocate); a header that does not read leaves it to
+    np.load."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read(f)
+            offset = f.tell()
+        size = os.path.getsize(path)
+    except (OSError, ValueError, TypeError, EOFError, SyntaxError):
+        return None
+    if dtype.hasobject:
+        return None
+    claimed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if offset + claimed <= size:
+        return None
+    return ("its header claims %s values of shape %s (%s bytes), but the file holds %d "
+            "bytes of data: it is truncated or damaged; save the array again with "
+            "numpy.save(path, array)" % (dtype, tuple(shape), format(claimed, ","),
+                                         size - offset))
+
+
 def _array(path, what):
     """The array in the .npy file `path`; AttributionError for anything else."""
     import numpy as np  # pylint: disable=import-outside-toplevel
@@ -265,7 +322,11 @@ def _array(path, what):
         if os.path.exists(path) and not os.path.isfile(path):  # np.load would wait on a FIFO
             raise AttributionError("%s %s: is %s, not a .npy file" % (
                 what, path, file_kind(os.stat(path).st_mode)))
-        array = np.load(path, allow_pickle=False)
+        short = _short_of_claim(path)
+        array = None if short else np.load(path, allow_pickle=False)
+    except MemoryError as e:
+        raise AttributionError("%s %s: too large to load into memory (%s); use fewer "
+                               "examples per run" % (what, path, e)) from None
     except OSError as e:
         raise AttributionError("%s %s: cannot be read: %s" % (what, path, e.strerror or e)) \
             from None
@@ -276,6 +337,8 @@ def _array(path, what):
         raise AttributionError("%s %s: not a .npy array file that loads without pickle "
                                "(%s); save it with numpy.save(path, array)" % (what, path, e)) \
             from None
+    if short:
+        raise AttributionError("%s %s: %s" % (what, path, short))
     if not isinstance(array, np.ndarray):
         raise AttributionError("%s %s: holds several arrays (.npz); save the one to use "
                                "with numpy.save(path, array)" % (what, path))
@@ -383,8 +446,8 @@ def _write(args, maps, picture):
     from graph_override._files.atomic_group import write_all  # pylint: disable=import-outside-toplevel
     files = [("-o", args.output, maps)] + ([("--png", args.png, picture)] if args.png else [])
     try:
-        write_all([(path, data) for _, path, data in files], replace=args.force,
-                  keep_mode=False)
+        notes = write_all([(path, data) for _, path, data in files], replace=args.force,
+                          keep_mode=False)
     except OSError as e:
         if e.__cause__ is not None:  # a file written first could not be put back
             return str(e)
@@ -396,6 +459,8 @@ def _write(args, maps, picture):
         return "%s %s: %s; %s" % (flag, path, reason, "nothing was written" if len(files) == 1
                                   else "neither %s nor %s was written (both are as they were "
                                        "before this run)" % (args.output, args.png))
+    for note in notes:
+        print("graph-override explain: %s" % note, file=sys.stderr)
     return None
 
 
@@ -425,7 +490,7 @@ def _run(args):
                    if getattr(args, key, None) is not None)
     user_rules, user_ops = parse_maps(args.maps)
     explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
-                          rules=user_rules)
+                          rules=user_rules, allow_ops=args.allow_ops)
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
     result = _attribute_warning(explainer, spec, args, options)
@@ -446,7 +511,42 @@ def run(args):
     message = None if hasattr(args, "data_array") else check(args)
     if message is not None:
         return _usage(message)
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
     try:
         return _run(args)
     except (AttributionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
+    except MemoryError as e:  # numpy's, for what the run would hold at once
+        return _cannot_run("out of memory computing the maps (%s): use fewer examples "
+                           "in --data%s; nothing was written" % (
+                               e, " or fewer --steps" if args.steps else ""))
+    except tf.errors.OpError as e:
+        return _cannot_run("%s: TensorFlow cannot run the model: %s; nothing was "
+                           "written" % (args.model, _op_error(e, args)))
+
+
+def _cannot_run(message):
+    report_error("explain", message)
+    return EXIT_FINDING
+
+
+def _op_error(error, args):
+    """A TensorFlow error in one line: its class, its first line, the node."""
+    import re  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    text = str(getattr(error, "message", None) or error)
+    lines = [" ".join(re.sub(r"\{\{function_node [^}]*\}\}", "", line).split())
+             for line in text.splitlines()]
+    # TensorFlow's own lines around the cause: a header, where the node was
+    # defined, the node, a hint, the function.
+    first = next((line for line in lines if line and not re.match(
+        r"(Graph execution error:|Detected at node|File |\[\[|Hint:|\[Op:|<stack trace)",
+        line)),
+        lines[0] if lines else "")
+    node = re.search(r"\{\{node ([^}]+)\}\}", text)
+    hint = ""
+    if isinstance(error, tf.errors.ResourceExhaustedError):
+        hint = ": use fewer examples in --data%s" % (" or fewer --steps" if args.steps else "")
+    return "%s: %s%s%s" % (type(error).__name__, first[:500],
+                           " (node %s)" % node.group(1) if node and node.group(1) not in first
+                           else "", hint)

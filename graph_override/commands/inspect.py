@@ -6,7 +6,7 @@ import hashlib
 import json
 
 from graph_override.commands import explain
-from graph_override.commands._usage import usage_error
+from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "list op types, failing gradients, gradient names and risky ops of a GraphDef"
 DESCRIPTION = (
@@ -37,10 +37,16 @@ DESCRIPTION = (
     "with no gradient, or batch normalization in training mode; per op type the\n"
     "count and the first nodes. --map OP=ACTION (as in `graph-override explain`,\n"
     "e.g. Cumsum=mygrads:my_rule for a gradient function of your own) counts OP as\n"
-    "covered. Exit status 0 all covered, 1 something is not.\n"
+    "covered. It also lists the nodes the outputs need (function bodies included)\n"
+    "whose ops reach outside the model (file reads and writes, PyFunc, ...), which\n"
+    "`explain` refuses to run unless allowed by name with --allow-op OP, and\n"
+    "refuses a graph whose library functions call themselves (TensorFlow would\n"
+    "crash). Exit status 0 all covered and nothing refused, 1 something is not.\n"
     "\n"
     "Exit status: 0 nothing found, 1 failing gradients, TF1 loops or risky ops,\n"
-    "2 bad usage or a file that cannot be read as a GraphDef.")
+    "2 bad usage or a file that cannot be read as a GraphDef. A missing MODEL, a\n"
+    "folder (a SavedModel) and options that need --method are reported before\n"
+    "TensorFlow is imported, at once.")
 EPILOG = """examples:
   graph-override inspect model.pb
   graph-override inspect model.pbtxt --json > report.json
@@ -70,6 +76,7 @@ def configure(parser):
     explain.add_map_option(parser, "with --method: a gradient rule of your own, as in "
                                    "`explain --map`; its op type counts as covered; "
                                    "repeat for more")
+    explain.add_allow_option(parser)
 
 
 def _positive_int(text):
@@ -96,10 +103,35 @@ def _file_digest(path):
 _usage = functools.partial(usage_error, "inspect")
 
 
+def _refused(graph_def, report, allow_ops):
+    """The risky ops (`frozen.RISKY_OPS`) explain would refuse to run for
+    the report's outputs: dicts node, op, reason."""
+    from graph_override.frozen.inspection.risky import risky_nodes  # pylint: disable=import-outside-toplevel
+    return risky_nodes(graph_def, [t.split(":")[0] for t in report.outputs], allow_ops)
+
+
+def _refused_lines(refused):
+    from graph_override.frozen.inspection.report import table  # pylint: disable=import-outside-toplevel
+    if not refused:
+        return []
+    ops = sorted({r["op"] for r in refused})
+    return (["%d node(s) that reach outside the model, which `explain` refuses to run "
+             "(if you trust this graph: %s):" % (
+                 len(refused), " ".join("--allow-op " + op for op in ops))]
+            + table([("node", "op", "why")] + [(r["node"], r["op"], r["reason"])
+                                               for r in refused]))
+
+
 def _coverage(args, graph_def):
     from graph_override.attribution import coverage  # pylint: disable=import-outside-toplevel
     from graph_override.errors import (AttributionError, ConversionError,  # pylint: disable=import-outside-toplevel
                                        RuleError, UnknownOpTypeError)
+    from graph_override.frozen.tf2.graph import check_calls  # pylint: disable=import-outside-toplevel
+    try:
+        check_calls(graph_def, args.model)  # what explain refuses first
+    except ConversionError as e:
+        report_error("inspect", e)
+        return EXIT_FINDING
     try:
         _, user_ops = explain.parse_maps(args.maps)
         report = coverage.coverage_report(graph_def, args.method, inputs=args.inputs,
@@ -107,21 +139,37 @@ def _coverage(args, graph_def):
                                           source=args.model, advice="cli")
     except (AttributionError, ConversionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
+    refused = _refused(graph_def, report, args.allow_ops)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        out = report.to_dict()
+        out.update(refused_ops=refused, ok=report.ok and not refused)
+        print(json.dumps(out, indent=2))
     else:
-        print("%s: %s" % (args.model, report.format()))
-    return 0 if report.ok else 1
+        print("\n".join(["%s: %s" % (args.model, report.format())]
+                        + _refused_lines(refused)))
+    return 0 if report.ok and not refused else 1
+
+
+def check(args):
+    """The usage errors found without TensorFlow, as a message, or None:
+    options that go with --method only, and a MODEL that is missing, a
+    directory (a SavedModel) or not a regular file."""
+    from graph_override.commands._rules import check_model  # pylint: disable=import-outside-toplevel
+    if args.method is None and (args.inputs or args.outputs):
+        return ("--inputs and --outputs go with --method NAME (the path whose "
+                "coverage to report)")
+    if args.method is None and (args.maps or args.allow_ops):
+        return ("%s goes with --method NAME (%s)" % (
+            ("--map", "a rule of your own, whose op type counts as covered") if args.maps
+            else ("--allow-op", "an op explain may run on the path")))
+    return check_model(args.model)
 
 
 def run(args):
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
-    if args.method is None and (args.inputs or args.outputs):
-        return _usage("--inputs and --outputs go with --method NAME (the path whose "
-                      "coverage to report)")
-    if args.method is None and args.maps:
-        return _usage("--map goes with --method NAME (a rule of your own, whose op type "
-                      "counts as covered)")
+    message = check(args)
+    if message is not None:
+        return _usage(message)
     graph_def = frozen.load(args.model)
     if args.method is not None:
         return _coverage(args, graph_def)

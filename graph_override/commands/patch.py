@@ -3,6 +3,7 @@
 import functools
 import json
 
+from graph_override.commands import _rules
 from graph_override.commands._usage import usage_error
 from graph_override.commands._rules import (add_model_and_rules, own_functions, parse_rules,
                                             registration_note)
@@ -45,7 +46,9 @@ DESCRIPTION = (
     "with no graph_override installed; forward outputs stay bitwise identical.\n"
     "\n"
     "Exit status: 0 written (or --dry-run ok), 1 a rule selected nothing or cannot\n"
-    "be applied, 2 bad usage or an unreadable MODEL / unwritable OUT.")
+    "be applied, 2 bad usage or an unreadable MODEL / unwritable OUT. A missing\n"
+    "MODEL, a folder (a SavedModel), a misspelled estimator and a missing -o are\n"
+    "reported before TensorFlow is imported, at once.")
 EPILOG = """examples:
   graph-override patch model.pb -o fixed.pb --map Sign=ste_sign
   graph-override patch model.pb -o fixed.pb --map Identity=flip_gradient:scale=0.5 --select '^output$'
@@ -75,6 +78,15 @@ def configure(parser):
 
 
 _usage = functools.partial(usage_error, "patch")
+
+
+def check(args):
+    """The usage errors found without TensorFlow, as a message, or None: no
+    -o without --dry-run, then `_rules.check` (MODEL, misspelled
+    estimators)."""
+    if not args.output and not args.dry_run:
+        return "-o OUT is required (or use --dry-run)"
+    return _rules.check(args)
 
 
 def run(args):

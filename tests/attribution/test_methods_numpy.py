@@ -276,7 +276,7 @@ def test_each_one_call_function_takes_its_methods_options_and_passes_them_on(net
         function = getattr(attribution, name)
         taken = [p for p, v in inspect.signature(function).parameters.items()
                  if v.kind == v.KEYWORD_ONLY and p not in ("inputs", "outputs", "session",
-                                                           "rules")]
+                                                           "rules", "allow_ops")]
         own = [p for p in inspect.signature(engine._METHODS[name]).parameters  # pylint: disable=protected-access
                if p not in ("context", "x", "target")]
         assert taken == own, name

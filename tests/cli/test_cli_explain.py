@@ -141,7 +141,7 @@ def test_a_failed_run_leaves_no_file(files, capsys):
     assert _leftovers(files) == []
 
 
-_real_write = atomic.atomic_write
+_real_write = atomic.write_temporary
 
 
 def _full_disk_on(monkeypatch, name):
@@ -149,9 +149,9 @@ def _full_disk_on(monkeypatch, name):
     def write(path, data, **kwargs):
         if os.path.basename(path) == name:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        _real_write(path, data, **kwargs)
+        return _real_write(path, data, **kwargs)
 
-    monkeypatch.setattr(atomic, "atomic_write", write)
+    monkeypatch.setattr(atomic, "write_temporary", write)
 
 
 def _snapshot(*names):
@@ -216,10 +216,10 @@ def test_an_output_that_appears_during_the_run_is_kept(files, capsys, monkeypatc
     def write(path, data, **kwargs):
         if os.path.basename(path) == "maps.png":
             open(path, "wb").write(b"the other process's")
-        _real_write(path, data, **kwargs)
+        return _real_write(path, data, **kwargs)
 
     pytest.importorskip("matplotlib")
-    monkeypatch.setattr(atomic, "atomic_write", write)
+    monkeypatch.setattr(atomic, "write_temporary", write)
     code, _, err = _explain(capsys, "saliency", "--png", "maps.png")
     assert code == 2 and "--png maps.png: appeared while the maps were computed" in err
     assert _snapshot("maps.npy", "maps.png") == {"maps.npy": None,

@@ -10,7 +10,7 @@ alone, before anything is allocated.
 
 from graph_override.errors import GraphDefError
 
-__all__ = ["MAX_FILL_BYTES", "MAX_VALUE_BYTES", "check_claim", "claimed_bytes"]
+__all__ = ["MAX_FILL_BYTES", "MAX_VALUE_BYTES", "check_claim", "check_const", "claimed_bytes"]
 
 # The most a Const may claim: what one GraphDef can hold (protobuf's 2 GB).
 MAX_VALUE_BYTES = 2 ** 31 - 1
@@ -20,8 +20,8 @@ MAX_VALUE_BYTES = 2 ** 31 - 1
 MAX_FILL_BYTES = 1 << 26
 
 # Bytes per element of the DataType enums (types.proto); others count 8.
-_ITEM_BYTES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 9: 8, 10: 1, 11: 1, 12: 1, 13: 4,
-               14: 2, 15: 1, 16: 2, 17: 2, 18: 16, 19: 2, 22: 4, 23: 8}
+_ITEM_BYTES = {1: 4, 2: 8, 3: 4, 4: 1, 5: 2, 6: 1, 8: 8, 9: 8, 10: 1, 11: 1, 12: 1, 13: 4,
+               14: 2, 15: 2, 16: 2, 17: 2, 18: 16, 19: 2, 22: 4, 23: 8}
 
 
 def claimed_bytes(tensor):
@@ -67,3 +67,36 @@ def check_claim(name, tensor, source, *, limit=MAX_VALUE_BYTES, fill_limit=MAX_F
             "refusing to allocate it. Store such a weight's values in the graph, or "
             "leave it out of trainable." % (source, name, claimed, shape, stored,
                                             fill_limit))
+
+
+def _dtype_name(enum):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    try:
+        return tf.dtypes.as_dtype(enum).name
+    except TypeError:
+        return "DataType %d" % enum
+
+
+def check_const(name, node, source):
+    """Raises GraphDefError if the Const node `node` (named `name` in
+    messages) holds a value TensorFlow cannot make: a claim `check_claim`
+    refuses, a value of another dtype than the node's ``dtype`` attr
+    (TensorFlow aborts the process on that: a CHECK failure), or packed
+    bytes (``tensor_content``) of another length than the shape takes.
+    Only the proto is read; nothing is allocated.
+    """
+    tensor = node.attr["value"].tensor
+    check_claim(name, tensor, source)
+    declared = node.attr["dtype"].type if "dtype" in node.attr else tensor.dtype
+    if declared != tensor.dtype:
+        raise GraphDefError(
+            "%s: Const %r is declared %s but its value is %s; TensorFlow would abort the "
+            "process on it. The file is damaged or hostile." % (
+                source, name, _dtype_name(declared), _dtype_name(tensor.dtype)))
+    if tensor.tensor_content and tensor.dtype in _ITEM_BYTES:
+        claimed, _ = claimed_bytes(tensor)
+        if len(tensor.tensor_content) != claimed:
+            raise GraphDefError(
+                "%s: Const %r packs %d bytes for shape %s of %d bytes; the file is "
+                "damaged or hostile." % (source, name, len(tensor.tensor_content),
+                                         [d.size for d in tensor.tensor_shape.dim], claimed))

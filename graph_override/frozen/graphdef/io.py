@@ -172,15 +172,9 @@ def load(path):
         or MetaGraphDef, unknown fields, or failing `validate`.
     """
     path = os.fspath(path)
-    if os.path.isdir(path):
-        hint = (" It holds saved_model.pb: it is a SavedModel directory; freeze "
-                "it first (see convert_variables_to_constants_v2)."
-                if os.path.exists(os.path.join(path, "saved_model.pb")) else "")
-        raise GraphDefError("%s: is a directory; expected a GraphDef file "
-                            "(.pb or .pbtxt).%s" % (path, hint))
-    if not os.path.exists(path):
-        raise GraphDefError("%s: no such file; expected a GraphDef file (.pb "
-                            "or .pbtxt)." % path)
+    problem = read.graphdef_path_problem(path)
+    if problem is not None:
+        raise GraphDefError(problem)
     return parse_graph_def(read_regular_file(path), path)
 
 

@@ -17,8 +17,10 @@ import collections.abc
 
 from graph_override._tensorflow import compat
 from graph_override._trust.op_signatures import outside_reason
+from graph_override.frozen.graphdef.functions import reached_functions
+from graph_override.frozen.graphdef.views import ancestors
 
-__all__ = ["CURATED", "RISKY_OPS", "derived"]
+__all__ = ["CURATED", "RISKY_OPS", "derived", "nodes_run", "risky_nodes"]
 
 # Op types worth a look before running an untrusted graph, with why.
 CURATED = {
@@ -102,3 +104,44 @@ class _RiskyOps(collections.abc.Mapping):
 
 
 RISKY_OPS = _RiskyOps()
+
+
+def nodes_run(graph_def, names):
+    """[(address, NodeDef)] of every node that computing the nodes `names`
+    may run: the top-level nodes they depend on (through data and control
+    inputs, fed ones too: a superset of what TensorFlow's pruning keeps),
+    then every node of the library functions those call, directly or
+    through other functions, addressed ``FUNCTION/NODE``."""
+    nodes = {n.name: n for n in graph_def.node}
+    needed = [nodes[name] for name in ancestors({n.name: n.input for n in graph_def.node},
+                                                list(names)) if name in nodes]
+    found = [(n.name, n) for n in needed]
+    bodies = reached_functions(graph_def, needed)
+    for function in graph_def.library.function:
+        if function.signature.name in bodies:
+            found.extend(("%s/%s" % (function.signature.name, n.name), n)
+                         for n in function.node_def)
+    return found
+
+
+def risky_nodes(graph_def, names, allow=()):
+    """The risky ops (`RISKY_OPS`) among `nodes_run(graph_def, names)`
+    whose op type is not in `allow`: dicts ``node`` (address), ``op``,
+    ``reason``, in the order found.
+
+    Example:
+      >>> import tensorflow as tf
+      >>> with tf.Graph().as_default() as g:
+      ...     x = tf.compat.v1.placeholder(tf.float32, name="x")
+      ...     read = tf.io.read_file("/etc/hostname", name="read")
+      ...     with tf.control_dependencies([read]):
+      ...         y = tf.identity(x, name="y")
+      >>> [(r["node"], r["op"]) for r in risky_nodes(g.as_graph_def(), ["y"])]
+      [('read', 'ReadFile')]
+      >>> risky_nodes(g.as_graph_def(), ["y"], allow=["ReadFile"])
+      []
+    """
+    allow = frozenset(allow)
+    return [{"node": address, "op": node.op, "reason": RISKY_OPS[node.op]}
+            for address, node in nodes_run(graph_def, names)
+            if node.op in RISKY_OPS and node.op not in allow]

@@ -118,7 +118,7 @@ class FrozenFunction(tf.Module):
         ConcreteFunction a call runs, and the specs of inputs and outputs."""
         self._concrete, specs, self.output_specs = graph.wrap(
             graph.as_placeholders(self.graph_def, self._weight_values),
-            self.inputs + [n + ":0" for n in self.weight_names], self.outputs)
+            self.inputs + [n + ":0" for n in self.weight_names], self.outputs, self.source)
         self.input_specs = specs[:len(self.inputs)]
         self._weight_values = None  # the variables hold them now
         return self._concrete

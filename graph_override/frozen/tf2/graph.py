@@ -17,14 +17,16 @@ from tensorflow.core.framework import graph_pb2, node_def_pb2
 
 from graph_override import registry, user_functions
 from graph_override._tensorflow import compat
-from graph_override.errors import ConversionError, ConversionUsageError, UnknownGradientError
+from graph_override.errors import (ConversionError, ConversionUsageError, GraphDefError,
+                                   UnknownGradientError)
 from graph_override.frozen.graphdef.consts import check_claim
+from graph_override.frozen.graphdef.functions import call_cycle
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR, ancestors, node_list
 from graph_override.frozen.inspection.inspector import V1_LOOP_OPS, VARIABLE_OPS
 from graph_override.frozen.patching.library import rename_library
 
-__all__ = ["V1_CONTROL_FLOW_OPS", "as_placeholders", "check_names",
-           "check_ops", "check_pruned", "resolve_gradient_names", "select_weights", "with_unique_function_names", "wrap"]
+__all__ = ["V1_CONTROL_FLOW_OPS", "as_placeholders", "check_calls", "check_colocation",
+           "check_names", "check_ops", "check_pruned", "resolve_gradient_names", "select_weights", "with_unique_function_names", "wrap"]
 
 
 # Ops of TF1 while loops (tf.compat.v1.while_loop without control flow v2):
@@ -94,10 +96,45 @@ def _all_nodes(graph_def):
             yield function.signature.name + "/", node
 
 
+def check_calls(graph_def, source):
+    """Refuses library functions that call themselves, directly or through
+    others (`call_cycle`): importing a graph that calls one kills the
+    process (SIGSEGV) instead of raising."""
+    cycle = call_cycle(graph_def)
+    if cycle:
+        raise ConversionError(
+            "%s: library function %r calls itself (%s). TensorFlow has no recursive "
+            "functions: importing it would recurse until the process crashes, so "
+            "nothing was imported or run. The file is damaged or was made to do "
+            "this." % (source, cycle[0], " -> ".join(map(repr, cycle))))
+
+
+def check_colocation(graph_def, source):
+    """Refuses a top-level node whose colocation attr (``_class``,
+    ``loc:@NODE``) names a node the graph does not have: TensorFlow's import
+    refuses it with a ValueError."""
+    names = {n.name for n in graph_def.node}
+    for node in graph_def.node:
+        if "_class" not in node.attr:
+            continue
+        for value in node.attr["_class"].list.s:
+            wanted = value.decode("utf-8", "replace")
+            if wanted.startswith("loc:@") and wanted[len("loc:@"):] not in names:
+                raise GraphDefError(
+                    "%s: node %r is to be colocated with node %r (attr _class %r), which "
+                    "is not in the graph; TensorFlow cannot import it. The file is damaged "
+                    "or was cut: remove the attr, or use the complete file." % (
+                        source, node.name, wanted[len("loc:@"):], wanted))
+
+
 def check_ops(graph_def, source):
-    """Refuses unknown op types anywhere (the import needs every one) and TF1
-    while loops in the function library; `check_pruned` looks for loops in
-    the top-level nodes the outputs need."""
+    """Refuses unknown op types anywhere (the import needs every one), TF1
+    while loops in the function library, functions that call themselves
+    (`check_calls`) and colocation with missing nodes (`check_colocation`);
+    `check_pruned` looks for loops in the top-level nodes the outputs
+    need."""
+    check_calls(graph_def, source)
+    check_colocation(graph_def, source)
     library = {f.signature.name for f in graph_def.library.function}
     unknown, v1 = {}, []
     for where, node in _all_nodes(graph_def):
@@ -267,16 +304,25 @@ def with_unique_function_names(graph_def):
                                 for f in new.library.function})
 
 
-def wrap(graph_def, feeds, fetches):
+def wrap(graph_def, feeds, fetches, source="<GraphDef>"):
     """The graph imported into a wrap_function, pruned to feeds -> fetches:
     (the ConcreteFunction, `tf.TensorSpec` s of the feeds, of the fetches),
-    the specs with the shapes and dtypes of the imported tensors."""
+    the specs with the shapes and dtypes of the imported tensors.
+
+    Raises:
+      GraphDefError: TensorFlow refuses to import the graph (a shape no
+        tensor has, an attr of the wrong type, ...), naming `source`.
+    """
     graph_def = with_unique_function_names(graph_def)
 
     def _import():
         tf.compat.v1.import_graph_def(graph_def, name="")
 
-    wrapped = tf.compat.v1.wrap_function(_import, [])
+    try:
+        wrapped = tf.compat.v1.wrap_function(_import, [])
+    except ValueError as e:  # what import_graph_def raises for a graph it refuses
+        raise GraphDefError("%s: TensorFlow cannot import the graph: %s" % (
+            source, " ".join(str(e).split()))) from None
     graph = wrapped.graph
     feeds = [graph.as_graph_element(n) for n in feeds]
     fetches = [graph.as_graph_element(n) for n in fetches]

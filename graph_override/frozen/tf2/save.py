@@ -123,7 +123,7 @@ class _Serving(tf.Module):
             concrete, specs, output_specs = graph.wrap(
                 graph.as_placeholders(graph_def, weights),
                 frozen_fn.inputs + [n + ":0" for n in frozen_fn.weight_names],
-                frozen_fn.outputs)
+                frozen_fn.outputs, frozen_fn.source)
             input_specs = specs[:len(frozen_fn.inputs)]
             if frozen_fn.input_specs is None:  # not built (convert): the same specs
                 frozen_fn.input_specs, frozen_fn.output_specs = input_specs, output_specs
