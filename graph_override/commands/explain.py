@@ -1,13 +1,17 @@
 """graph-override explain: attribution maps of a frozen model, from .npy to .npy
 (and a picture)."""
 
-import argparse
 import functools
 import io
 import os
 import stat
 import sys
 
+from graph_override.commands._explain_options import (METHOD_FLAGS, add_allow_option,  # noqa: F401  (METHOD_FLAGS, parse_maps: explain's table and reader, used by inspect and the tests)
+                                                       add_map_option, add_method_options,
+                                                       check_options, parse_maps, positive,
+                                                       target)
+from graph_override.commands._explain_data import read_array
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
@@ -72,96 +76,6 @@ EPILOG = """examples:
   graph-override inspect model.pb --method deeplift --inputs x:0 --outputs logits:0   # coverage only"""
 
 
-def _target(text):
-    try:
-        values = [int(t) for t in text.split(",")]
-    except ValueError:
-        values = [-1]
-    if min(values) < 0:
-        raise argparse.ArgumentTypeError(
-            "expected a class index K >= 0 or K1,K2,... (one per example), got %r" % text)
-    return values[0] if len(values) == 1 else values
-
-
-def _positive(text, what="steps"):
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError("expected a positive number of %s, got %r"
-                                         % (what, text))
-    return int(text)
-
-
-def _samples(text):
-    return _positive(text, "samples")
-
-
-def _seed(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError("expected an integer seed >= 0, got %r" % text)
-    return int(text)
-
-
-def _number(text, positive):
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 if positive else value >= 0) or value == float("inf"):
-        raise argparse.ArgumentTypeError("expected a finite number %s 0, got %r" % (
-            ">" if positive else ">=", text))
-    return value
-
-
-def _epsilon(text):
-    return _number(text, positive=True)
-
-
-def _spread(text):
-    return _number(text, positive=False)
-
-
-# The methods' options on the command line: (flag, the API's keyword (the
-# attribute of args), the methods that take it). `check` refuses a flag
-# given with another method; `_run` passes each one given to the method.
-METHOD_FLAGS = (
-    ("--no-abs", "abs", ("saliency",)),
-    ("--rule", "rule", ("integrated_gradients",)),
-    ("--seed", "seed", ("smoothgrad",)),
-    ("--samples", "samples", ("smoothgrad",)),
-    ("--stdev-spread", "stdev_spread", ("smoothgrad",)),
-    ("--magnitude", "magnitude", ("smoothgrad",)),
-    ("--epsilon", "epsilon", ("eps_lrp",)),
-    ("--layer", "layer", ("grad_cam",)),
-    ("--resize", "resize", ("grad_cam",)),
-)
-
-
-def _add_method_options(parser):
-    from graph_override.attribution.method_table import RIEMANN_RULES  # pylint: disable=import-outside-toplevel
-    parser.add_argument("--no-abs", dest="abs", action="store_const", const=False,
-                        help="saliency: the signed gradient (the API's abs=False); "
-                             "default its absolute value")
-    parser.add_argument("--rule", choices=RIEMANN_RULES, metavar="RULE",
-                        help="integrated_gradients: the Riemann rule, one of %s "
-                             "(default riemann_trapezoid)" % ", ".join(RIEMANN_RULES))
-    parser.add_argument("--seed", type=_seed, metavar="N",
-                        help="smoothgrad: the noise's random seed (default: new noise "
-                             "at every run)")
-    parser.add_argument("--samples", type=_samples, metavar="N",
-                        help="smoothgrad: noisy copies per example (default 50)")
-    parser.add_argument("--stdev-spread", type=_spread, metavar="S",
-                        help="smoothgrad: the noise's standard deviation as a fraction of "
-                             "each example's value range (default 0.15)")
-    parser.add_argument("--magnitude", action="store_const", const=True,
-                        help="smoothgrad: average the squared gradient")
-    parser.add_argument("--epsilon", type=_epsilon, metavar="EPS",
-                        help="eps_lrp: the stabilizer epsilon > 0 (default 1e-4)")
-    parser.add_argument("--layer", metavar="NAME:0",
-                        help="grad_cam: the layer's tensor in MODEL (default: the last "
-                             "4-D tensor before the output)")
-    parser.add_argument("--resize", action="store_const", const=True,
-                        help="grad_cam: resize the maps to the input's height and width")
-
-
 def configure(parser):
     parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt)")
     parser.add_argument("--inputs", required=True, metavar="NAME:0",
@@ -173,56 +87,21 @@ def configure(parser):
                         help="the examples, first dimension the examples")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="the .npy file to write the maps to")
-    parser.add_argument("--target", type=_target, metavar="K",
+    parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
     parser.add_argument("--baseline", metavar="zeros|FILE.npy",
                         help="integrated_gradients and deeplift: the reference input, "
                              "one per example or one for all (default zeros)")
-    parser.add_argument("--steps", type=_positive, metavar="N",
+    parser.add_argument("--steps", type=positive, metavar="N",
                         help="integrated_gradients: points of the path (default 50)")
-    _add_method_options(parser)
+    add_method_options(parser)
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
                            "repeat for more")
     add_allow_option(parser)
     parser.add_argument("--force", action="store_true",
                         help="replace OUT and PNG if they exist")
-
-
-def add_map_option(parser, help_text):
-    """Adds ``--map OP=ACTION`` (repeatable, into ``args.maps``): a gradient
-    rule of the user's own, in the syntax of `graph-override patch`
-    (``Elu=mygrads:guided_elu``, ``Elu=ste_sign``). `explain` and
-    ``inspect --method`` take it; `parse_maps` reads it."""
-    parser.add_argument("--map", dest="maps", action="append", default=[],
-                        metavar="OP=ACTION", help=help_text)
-
-
-def add_allow_option(parser):
-    """Adds ``--allow-op OP`` (repeatable, into ``args.allow_ops``): an op
-    type that reaches outside the model (ReadFile, WriteFile, PyFunc, ...)
-    which the user allows the graph to run. `explain` refuses such ops on
-    the path otherwise; ``inspect --method`` reports them."""
-    parser.add_argument("--allow-op", dest="allow_ops", action="append", default=[],
-                        metavar="OP",
-                        help="let the graph run ops of type OP although they read or "
-                             "write files or reach elsewhere (ReadFile, WriteFile, "
-                             "PrintV2, ...; see `inspect`); repeat for more")
-
-
-def parse_maps(maps):
-    """(rules, op types): the `Rule` s of ``--map`` values (a user's
-    ``MODULE:FUNCTION`` imported and registered, as `frozen.parse_rule` does)
-    and the op types they select, which count as covered.
-
-    Raises:
-      RuleError, UnknownOpTypeError: a rule that does not parse, a function
-        that does not import, an op type TensorFlow does not know.
-    """
-    from graph_override import frozen  # pylint: disable=import-outside-toplevel
-    rules = [frozen.parse_rule(m) for m in maps]
-    return rules, {r.op_type for r in rules if r.op_type}
 
 
 _usage = functools.partial(usage_error, "explain")
@@ -286,86 +165,6 @@ def _check_outputs(args):
     return None
 
 
-def _short_of_claim(path):
-    """None, or why the .npy file `path` holds fewer bytes than its header
-    claims (a header of a few bytes may claim terabytes, which loading
-    would try to allocate); a header that does not read leaves it to
-    np.load."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    try:
-        with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                    else np.lib.format.read_array_header_2_0)
-            shape, _, dtype = read(f)
-            offset = f.tell()
-        size = os.path.getsize(path)
-    except (OSError, ValueError, TypeError, EOFError, SyntaxError):
-        return None
-    if dtype.hasobject:
-        return None
-    claimed = int(np.prod(shape, dtype=object)) * dtype.itemsize
-    if offset + claimed <= size:
-        return None
-    return ("its header claims %s values of shape %s (%s bytes), but the file holds %d "
-            "bytes of data: it is truncated or damaged; save the array again with "
-            "numpy.save(path, array)" % (dtype, tuple(shape), format(claimed, ","),
-                                         size - offset))
-
-
-def _array(path, what):
-    """The array in the .npy file `path`; AttributionError for anything else."""
-    import numpy as np  # pylint: disable=import-outside-toplevel
-    from graph_override._files.atomic import file_kind  # pylint: disable=import-outside-toplevel
-    from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
-    try:
-        if os.path.exists(path) and not os.path.isfile(path):  # np.load would wait on a FIFO
-            raise AttributionError("%s %s: is %s, not a .npy file" % (
-                what, path, file_kind(os.stat(path).st_mode)))
-        short = _short_of_claim(path)
-        array = None if short else np.load(path, allow_pickle=False)
-    except MemoryError as e:
-        raise AttributionError("%s %s: too large to load into memory (%s); use fewer "
-                               "examples per run" % (what, path, e)) from None
-    except OSError as e:
-        raise AttributionError("%s %s: cannot be read: %s" % (what, path, e.strerror or e)) \
-            from None
-    except EOFError:
-        raise AttributionError("%s %s: is empty; save the array with numpy.save(path, "
-                               "array)" % (what, path)) from None
-    except ValueError as e:
-        raise AttributionError("%s %s: not a .npy array file that loads without pickle "
-                               "(%s); save it with numpy.save(path, array)" % (what, path, e)) \
-            from None
-    if short:
-        raise AttributionError("%s %s: %s" % (what, path, short))
-    if not isinstance(array, np.ndarray):
-        raise AttributionError("%s %s: holds several arrays (.npz); save the one to use "
-                               "with numpy.save(path, array)" % (what, path))
-    if array.dtype.kind != "f":
-        raise AttributionError(
-            "%s %s holds %s values; the model needs floats: convert them as the model "
-            "expects (e.g. numpy.save(path, x.astype('float32') / 255))"
-            % (what, path, array.dtype))
-    if array.ndim == 0:
-        raise AttributionError("%s %s holds a scalar; expected examples, first "
-                               "dimension the examples" % (what, path))
-    return array
-
-
-def _check_options(args, spec):
-    """None, or why --baseline or --steps does not go with the method."""
-    if args.baseline is not None and not spec.baseline:
-        return "--baseline: %s takes no baseline (integrated_gradients and deeplift do)" % (
-            spec.name)
-    if args.steps is not None and spec.name != "integrated_gradients":
-        return "--steps: only integrated_gradients takes steps, not %s" % spec.name
-    for flag, key, methods in METHOD_FLAGS:
-        if getattr(args, key, None) is not None and spec.name not in methods:
-            return "%s: only %s takes it, not %s" % (flag, " and ".join(methods), spec.name)
-    return None
-
-
 def check(args):
     """The usage errors found without TensorFlow, as a message, or None.
 
@@ -381,7 +180,7 @@ def check(args):
         spec = method_table.method_spec(args.method)
     except AttributionError as e:
         return "--method: %s" % e
-    message = (_check_options(args, spec) or _check_model(args.model)
+    message = (check_options(args, spec) or _check_model(args.model)
                or _check_outputs(args))
     if message is None and args.png:
         from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
@@ -389,11 +188,11 @@ def check(args):
     if message is not None:
         return message
     try:
-        args.data_array = _array(args.data, "--data")
+        args.data_array = read_array(args.data, "--data")
         if args.data_array.shape[0] == 0:
             return "--data %s holds no examples (its first dimension is 0)" % args.data
         args.baseline_array = (None if args.baseline in (None, "zeros")
-                          else _array(args.baseline, "--baseline"))
+                          else read_array(args.baseline, "--baseline"))
     except AttributionError as e:
         return str(e)
     return None
