@@ -44,6 +44,7 @@ from graph_override.keras._functions import (approx_sign, magnitude_aware_sign,
                                              swish_sign)
 from graph_override.keras._functions import dorefa_k_bit as _dorefa_k_bit
 from graph_override.keras import _functions
+from graph_override.keras._quantizer_configs import deserialize, function_named
 
 
 class Quantizer(tf.keras.layers.Layer):
@@ -343,95 +344,6 @@ def serialize(quantizer):
     return tf.keras.utils.serialize_keras_object(quantizer)
 
 
-def _function(name, custom_objects=None):
-    """The function a saved quantizer config names: one of `FUNCTIONS`
-    (first: larq, once imported, registers functions of the same names with
-    Keras), else the user's (in `custom_objects`, a Keras custom object scope
-    such as ``load_model(custom_objects=...)`` opens, or registered with
-    Keras); None if none of them is a function."""
-    if not isinstance(name, str):
-        return None
-    found = FUNCTIONS.get(name)
-    if found is None:
-        found = (custom_objects or {}).get(name)
-    if found is None:
-        found = tf.keras.utils.get_registered_object(name)
-    return found if callable(found) and not isinstance(found, type) else None
-
-
-def deserialize(config, custom_objects=None):
-    """The quantizer a config from `serialize` describes (new or legacy
-    Keras format).
-
-    Raises:
-      ValueError: the config names a function that is neither one of this
-        module's nor known to Keras (a function of the user's own, which a
-        saved model holds by name only), or something that does not load
-        as a quantizer (a class of another module, such as os.system)."""
-    if isinstance(config, dict) and config.get("class_name") == "function":
-        found = _function(config.get("config"), custom_objects)
-        if found is None:
-            name = config.get("config")
-            raise ValueError(
-                "the quantizer is the function %r, which is not one of "
-                "graph_override.keras.quantizers' functions; a saved model keeps a "
-                "function of your own by name only: load it with "
-                "custom_objects={%r: %s}, or register the function with "
-                "@tf.keras.utils.register_keras_serializable()" % (name, name, name))
-        return found
-    if _foreign(config, custom_objects):
-        raise ValueError(_not_a_quantizer(config))
-    legacy = getattr(tf.keras.utils, "legacy", None)
-    if (legacy is not None and isinstance(config, dict) and "module" not in config
-            and "registered_name" not in config):
-        found = legacy.deserialize_keras_object(
-            config, module_objects=BY_NAME, custom_objects=custom_objects,
-            printable_module_name="quantizer")
-    else:
-        found = tf.keras.utils.deserialize_keras_object(
-            config, module_objects=BY_NAME, custom_objects=custom_objects,
-            printable_module_name="quantizer")
-    # Keras hands back the bare class name for a class it does not know in a
-    # module it does not load ({"module": "os", "class_name": "system"} gives
-    # 'system'): such a "quantizer" would fail only at the model's first call.
-    if isinstance(found, (str, bytes, type)) or not callable(found):
-        raise ValueError(_not_a_quantizer(config) + " (it loaded as %r)" % (found,))
-    return found
-
-
-def _foreign(config, custom_objects):
-    """True if a class config names a module other than this one's (or
-    larq's, whose names this package takes) for a class that neither
-    `custom_objects` nor Keras's registry holds."""
-    if not isinstance(config, dict) or config.get("class_name") == "function":
-        return False
-    module = config.get("module")
-    if not isinstance(module, str) or module in (__name__, "larq.quantizers"):
-        return False
-    for key in ("registered_name", "class_name"):
-        name = config.get(key)
-        if isinstance(name, str) and (name in (custom_objects or {}) or
-                                      tf.keras.utils.get_registered_object(name) is not None):
-            return False
-    return True
-
-
-def _not_a_quantizer(config):
-    return ("the config names %s, which is not a quantizer: not one of "
-            "graph_override.keras.quantizers' classes, nor one given in custom_objects "
-            "or registered with Keras; a saved model is trusted with nothing else"
-            % _named(config))
-
-
-def _named(config):
-    """``module.class_name`` of a config, as it names itself."""
-    if not isinstance(config, dict):
-        return repr(config)
-    name = config.get("registered_name") or config.get("class_name")
-    module = config.get("module")
-    return "%s.%s" % (module, name) if isinstance(module, str) and module else repr(name)
-
-
 def _where(layer, argument):
     return "%s(%s=...)" % (layer or "quantizer", argument or "quantizer")
 
@@ -462,7 +374,7 @@ def get(identifier, layer=None, argument=None):
         return None
     if isinstance(identifier, str):
         cls = BY_NAME.get(identifier)
-        user_function = None if cls is not None else _function(identifier)
+        user_function = None if cls is not None else function_named(identifier)
         if user_function is not None:  # registered with Keras, or in custom_objects
             return user_function
         if cls is None:
