@@ -3,16 +3,38 @@ the model file and its patch rules (`--map`, `--select`), and the checks of
 them that need no TensorFlow (`check_model`, `check_maps`), made before it
 is imported."""
 
+import ast
 import difflib
+import functools
+import os
 import re
 
-# The built-in estimators' names, in the order of their table
-# (graph_override/estimators/table.py, which needs TensorFlow to load);
-# tests/cli/test_cli.py checks that the two agree.
-ESTIMATOR_NAMES = (
-    "ste_sign", "approx_sign", "swish_sign", "ste_heaviside", "ste_tern", "ste_round",
-    "ste_floor", "dorefa_quantize", "flip_gradient", "scale_gradient", "clip_gradient",
-    "guided_relu", "deconv_relu", "eps_lrp", "deeplift_rescale")
+# Where the built-in estimators are defined, one `define("name", ...)` call
+# each: their names are read from its source (`estimator_names`), so that
+# these checks run before TensorFlow, which the table needs, is imported.
+_TABLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "estimators", "table.py")
+
+
+@functools.lru_cache(maxsize=None)
+def estimator_names():
+    """The built-in estimators' names, in the order of their table, read
+    from estimators/table.py's source without running it: the first
+    argument of each top-level ``define(...)`` call. A record added there
+    (docs/architecture.md's recipe) is known here by itself."""
+    with open(_TABLE, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), _TABLE)
+    names = []
+    for statement in tree.body:
+        call = getattr(statement, "value", None)
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "define" and call.args
+                and isinstance(call.args[0], ast.Constant)
+                and isinstance(call.args[0].value, str)):
+            names.append(call.args[0].value)
+    return tuple(names)
+
+
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
 _FUNCTION_SPEC = re.compile(r"(%s):(%s)\Z" % (_DOTTED, _DOTTED))
 
@@ -75,21 +97,22 @@ def check_maps(maps):
     in lower case that is no estimator, no ``MODULE:FUNCTION`` and close to
     an estimator's name is a misspelling. Everything else is parsed later,
     with TensorFlow."""
+    names = estimator_names()
     for text in maps:
         action = _action(text)
         if not action or action == "remove" or action != action.lower():
             continue
         name = action.partition(":")[0]
         spec = _FUNCTION_SPEC.match(action)
-        if name in ESTIMATOR_NAMES or "." in name or "(" in name or (
-                spec and spec.group(1) not in ESTIMATOR_NAMES):
+        if name in names or "." in name or "(" in name or (
+                spec and spec.group(1) not in names):
             continue
-        close = difflib.get_close_matches(name, ESTIMATOR_NAMES, n=3, cutoff=0.6)
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
         if close:
             return ("--map %r: %r is neither a built-in estimator nor a registered "
                     "gradient name. Did you mean %s? Estimators: %s." % (
                         text, name, " or ".join(repr(c) for c in close),
-                        ", ".join(ESTIMATOR_NAMES)))
+                        ", ".join(names)))
     return None
 
 
