@@ -67,23 +67,10 @@ def reader(request, monkeypatch):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Schedules the suite for its workers (pytest.ini: --dist loadgroup).
-
-    - Tests marked slow run first, so that the longest ones start while the
-      others fill the remaining time of each worker (the order within each
-      part is the files' own).
-    - The tests of a module that share a module-scoped fixture (a model
-      built, frozen or trained once for the module) run on one worker, which
-      builds it once: they get the module as their xdist_group. Tests that
-      share an expensive session fixture say so with their own mark.
-    """
+    """Orders the suite for its workers (pytest.ini: --dist loadfile, which
+    hands out whole modules in the order of their first test here): the
+    tests marked slow first, so that the modules holding the longest tests
+    start while the others fill each worker's remaining time. The order
+    within each part is the files' own."""
     del config
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        info = getattr(item, "_fixtureinfo", None)
-        definitions = getattr(info, "name2fixturedefs", {}) if info is not None else {}
-        if any(d.scope in ("module", "class", "package")
-               for defs in definitions.values() for d in defs):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

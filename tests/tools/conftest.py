@@ -1,6 +1,6 @@
 """One `tools/bench.py --quick` run, every section, shared by the benchmark's
-tests (test_bench.py, test_bench_attribution.py) and made once per test run
-(tests/run_cache.py): each section's test reads its own part of the report."""
+tests (test_bench.py: a test per section reads its own part of the report)
+and made once per test run, whichever worker asks first (tests/run_cache.py)."""
 
 import importlib.util
 import json

@@ -2,6 +2,7 @@
 plot; what it times computes the right thing. No timed assertion here."""
 
 import importlib
+import json
 import importlib.util
 import os
 import pathlib
@@ -17,9 +18,6 @@ from graph_override import testing, tf2
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "bench.py"
-# The tests that read the shared --quick run (tests/tools/conftest.py) run on
-# one worker, which makes it once.
-pytestmark = pytest.mark.xdist_group("bench_quick")
 
 
 @pytest.fixture(scope="module")
@@ -407,3 +405,28 @@ def test_keras_section_text_names_errors_and_goals(sections):
     assert "| peak memory: b | 2.21.0 | 2 | 400.00 MB | 410.00 MB | **0.98** | <= 1.00: met |" in lines
     assert "| memory added: c | 2.21.0 | 5 | 12.00 MB | 10.00 MB | **1.20** | — |" in lines
     assert lines[-1] == "- no TensorFlow 2.15 Python at x: larq's layers not measured"
+
+
+@pytest.mark.slow
+def test_quick_section_times_the_library_s_own_gradient(quick_report, load_tool):
+    """--quick, section 7: a table per batch size; the baseline is the
+    library's plain gradient (saliency without abs) to float rounding."""
+    status, out = quick_report
+    assert status["returncode"] == 0, status["stderr"]
+    text = out.read_text()
+    section = text.split("## 7. Attribution maps")[1].split("<!--")[0]
+    batches = load_tool("bench").QUICK["attribution"]["batches"]
+    tables = 2 * len(batches)  # a table per batch size and allocator
+    for batch in batches:
+        for allocator in ("default CPU allocator", "TF_CPU_ALLOCATOR_USE_BFC=true"):
+            assert "### Batch %d, %s (TensorFlow " % (batch, allocator) in section
+    for method in ("gradient_input", "guided_backprop", "eps_lrp", "deeplift",
+                   "floor: dy * x (keeps x)", "floor: dy * x compiled (keeps x, new buffer)"):
+        assert section.count("| %s | " % method) == tables, method
+    assert "Every method's maps were the same bits under both allocators" in section
+    assert "PAIR's saliency.tf1 not measured" in section
+    data = json.loads(text.split("<!-- bench-data ")[1].split(" -->")[0])
+    assert len([row for row in data["attribution"] if "error" not in row]) == tables
+    for row in data["attribution"][:tables]:
+        assert row["baseline_max_abs_diff"] <= 1e-5 * row["gradient_max_abs"]
+        assert row["gradient_max_abs"] > 0

@@ -178,29 +178,3 @@ def test_render_names_the_allocator_and_compares_the_maps(bench):
     # one allocator (or rows from before the digests): no sentence
     assert "same bits" not in bench.render([_row(allocator="default", maps_sha256=same)])
     assert "same bits" not in bench.render([_row(), _row()])
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("bench_quick")  # with test_bench.py's readers of the same run
-def test_quick_section_times_the_library_s_own_gradient(quick_report, load_tool):
-    """--quick, section 7: a table per batch size; the baseline is the
-    library's plain gradient (saliency without abs) to float rounding."""
-    status, out = quick_report
-    assert status["returncode"] == 0, status["stderr"]
-    text = out.read_text()
-    section = text.split("## 7. Attribution maps")[1].split("<!--")[0]
-    batches = load_tool("bench").QUICK["attribution"]["batches"]
-    tables = 2 * len(batches)  # a table per batch size and allocator
-    for batch in batches:
-        for allocator in ("default CPU allocator", "TF_CPU_ALLOCATOR_USE_BFC=true"):
-            assert "### Batch %d, %s (TensorFlow " % (batch, allocator) in section
-    for method in ("gradient_input", "guided_backprop", "eps_lrp", "deeplift",
-                   "floor: dy * x (keeps x)", "floor: dy * x compiled (keeps x, new buffer)"):
-        assert section.count("| %s | " % method) == tables, method
-    assert "Every method's maps were the same bits under both allocators" in section
-    assert "PAIR's saliency.tf1 not measured" in section
-    data = json.loads(text.split("<!-- bench-data ")[1].split(" -->")[0])
-    assert len([row for row in data["attribution"] if "error" not in row]) == tables
-    for row in data["attribution"][:tables]:
-        assert row["baseline_max_abs_diff"] <= 1e-5 * row["gradient_max_abs"]
-        assert row["gradient_max_abs"] > 0
