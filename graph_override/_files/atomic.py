@@ -262,13 +262,23 @@ def atomic_write(path, data, *, verify=None, keep_mode=True, exclusive=False):
     try:
         move_into_place(tmp, path, exclusive=exclusive)
     except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError) and e.filename in (None, tmp):
-            raise naming(e, path) from None
+        named = _discard(tmp, path, e)
+        if named is not None:
+            raise named from None
         raise
+
+
+def _discard(tmp, path, error):
+    """Removes the temporary `tmp` after `error`; returns the error to raise
+    instead, naming `path`, for an OSError about no file or about `tmp`
+    (None: raise `error` as it is)."""
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+    if isinstance(error, OSError) and error.filename in (None, tmp):
+        return naming(error, path)
+    return None
 
 
 def write_temporary(path, data, *, verify=None, keep_mode=True, suffix=".tmp"):
@@ -305,12 +315,9 @@ def write_temporary(path, data, *, verify=None, keep_mode=True, suffix=".tmp"):
         del back
         os.chmod(tmp, mode)  # mkstemp creates 0600
     except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError) and e.filename in (None, tmp):
-            raise naming(e, path) from None
+        named = _discard(tmp, path, e)
+        if named is not None:
+            raise named from None
         raise
     return tmp
 
