@@ -290,7 +290,10 @@ class _Server:
                                   daemon=True)
         reader.start()
         reader.join(_PRELOAD_TIMEOUT)
-        self.ok = bool(ready) and ready[0].strip() == "ready"
+        if not (ready and ready[0].strip() == "ready"):
+            # It failed to import TensorFlow, or hangs: the launchers find
+            # no socket and run the real programs.
+            self.stop()
         launchers = {
             "python": [sys.executable],
             "graph-override": [sys.executable, "-c",
