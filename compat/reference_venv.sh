@@ -5,8 +5,8 @@
 #
 #   compat/reference_venv.sh          # build what is missing or out of date
 #
-#   compat/.reference/captum/         a venv: PyTorch (CPU) and Captum
-#                                     (compat/reference-captum.txt); no TensorFlow
+#   compat/.reference/captum/         a venv: PyTorch (CPU), Captum, Quantus and Zennit
+#                                     (compat/reference-captum.txt, reference-zennit.txt); no TensorFlow
 #   compat/.reference/pair-pyX.Y/     PAIR's `saliency` package and the part of
 #                                     scikit-image its package imports
 #                                     (compat/reference-pair.txt), installed with
@@ -45,13 +45,30 @@ stamp() { sha256sum < "$2" > "$1/.stamp.tmp" && mv "$1/.stamp.tmp" "$1/.stamp"; 
 # pip's notes about this machine's absent local index folders are noise.
 quiet() { "$@" 2> >(grep -v "is neither a file nor a directory" >&2); }
 
-REQ="$ROOT/compat/reference-captum.txt"
+# The captum venv's stamp covers its requirements, zennit's, and this block.
+REQ="$DIR/.captum-requirements"
+cat "$ROOT/compat/reference-captum.txt" "$ROOT/compat/reference-zennit.txt" > "$REQ.tmp"
+echo "torchvision-stub-1" >> "$REQ.tmp"
+mv "$REQ.tmp" "$REQ"
 if ! up_to_date "$CAPTUM" "$REQ"; then
-  echo "compat/reference_venv.sh: installing torch and captum into ${CAPTUM#$ROOT/}" >&2
+  echo "compat/reference_venv.sh: installing torch, captum, quantus and zennit into ${CAPTUM#$ROOT/}" >&2
   rm -rf "$CAPTUM"
   "$PY" -m venv "$CAPTUM" || fail "$PY -m venv $CAPTUM failed"
-  quiet "$CAPTUM/bin/python" -m pip install -q -r "$REQ" \
+  quiet "$CAPTUM/bin/python" -m pip install -q -r "$ROOT/compat/reference-captum.txt" \
     || fail "installing compat/reference-captum.txt into $CAPTUM failed (torch's CPU wheel is cp311: PYTHON must be a Python 3.11)"
+  quiet "$CAPTUM/bin/python" -m pip install -q --no-deps -r "$ROOT/compat/reference-zennit.txt" \
+    || fail "installing compat/reference-zennit.txt into $CAPTUM failed"
+  # zennit/__init__ imports zennit.torchvision, which imports two block classes
+  # of torchvision's ResNet for its ResNet canonizer (not used by the tests).
+  # Those names, and nothing else, stand in for torchvision.
+  SITE="$("$CAPTUM/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  mkdir -p "$SITE/torchvision/models"
+  echo '"""Stand-in: only the names zennit.torchvision imports (compat/reference_venv.sh)."""' \
+    > "$SITE/torchvision/__init__.py"
+  : > "$SITE/torchvision/models/__init__.py"
+  printf 'class Bottleneck:\n    pass\n\n\nclass BasicBlock:\n    pass\n' > "$SITE/torchvision/models/resnet.py"
+  "$CAPTUM/bin/python" -c "import captum, quantus, zennit.composites" \
+    || fail "captum, quantus or zennit does not import in $CAPTUM"
   stamp "$CAPTUM" "$REQ"
 fi
 
