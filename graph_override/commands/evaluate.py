@@ -6,7 +6,6 @@ import argparse
 import functools
 import json
 import os
-import sys
 
 from graph_override.commands._explain_options import add_allow_option, positive, target
 from graph_override.commands._explain_data import read_array

@@ -43,7 +43,10 @@ _NAMES = dict(
     + [("Score", "graph_override.attribution.metrics._common"),
        ("plot_curves", "graph_override.attribution.metrics.plots")])
 
-__all__ = sorted(_NAMES)
+__all__ = ["METRICS", "MetricSpec", "Score", "complexity", "deletion", "evaluate",
+           "faithfulness_correlation", "insertion", "local_lipschitz_estimate",
+           "max_sensitivity", "metric_spec", "plot_curves", "random_logit",
+           "region_perturbation", "road", "sparseness"]
 
 
 def __getattr__(name):
