@@ -7,7 +7,7 @@ import functools
 import json
 import os
 
-from graph_override.commands._explain_options import add_allow_option, positive, target
+from graph_override.commands._explain_options import add_allow_option, target
 from graph_override.commands._explain_data import read_array
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
@@ -78,11 +78,17 @@ def configure(parser):
                         metavar="METRIC.OPTION=VALUE", help="a metric's option; repeat")
     parser.add_argument("--seed", type=_seed, metavar="N",
                         help="the seed of every metric that draws random numbers")
-    parser.add_argument("--batch-size", type=functools.partial(positive, what="rows"),
+    parser.add_argument("--batch-size", type=_rows,
                         default=64, metavar="N", help="rows per model call (default 64)")
     parser.add_argument("--plot", metavar="PNG", help="also draw the curves here")
     add_allow_option(parser)
     parser.add_argument("--force", action="store_true", help="replace OUT and PNG")
+
+
+def _rows(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("expected a positive number of rows, got %r" % text)
+    return int(text)
 
 
 def _seed(text):
