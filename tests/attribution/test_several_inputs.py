@@ -254,3 +254,20 @@ def test_the_coverage_report_takes_several_inputs(forms):
         report = attribution.coverage_report(model, "deeplift", **kwargs)
         assert report.ok and len(report.inputs) == 2
         assert report.covered == {"Relu": 2}  # one on the path of each input
+
+
+def test_a_function_of_keywords_takes_a_dict_and_grad_cam_a_tensor_name(forms, graph_model):
+    """A dict calls a TF2 function with keywords (its keys, whatever their
+    order); a Keras layer's name, which Grad-CAM takes for a model of one
+    input, is refused for two, naming what to pass instead."""
+    by_keyword = attribution.Explainer(tf.function(lambda b, a: two(a, b)))
+    maps = by_keyword.attribute("gradient_input", {"a": A, "b": B}, TARGET).maps
+    want = graph_model.attribute("gradient_input", [A, B], TARGET).maps
+    np.testing.assert_allclose(maps["a"], want[0], rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(maps["b"], want[1], rtol=RTOL, atol=ATOL)
+    keras_model = forms["keras"][0]
+    conv = keras_model.model.layers[[type(la).__name__ for la in keras_model.model.layers]
+                                    .index("Conv2D")].name
+    with pytest.raises(AttributionError, match="has several inputs; give the layer as a "
+                                               "tensor name of the frozen graph"):
+        keras_model.attribute("grad_cam", [A, B], TARGET, layer=conv)
