@@ -375,8 +375,29 @@ class QuantSeparableConv2D(_QuantizedLayer, _PadValues, _K.SeparableConv2D):
     quantizer_arguments = QuantSeparableConv1D.quantizer_arguments
 
 
+def _signature(cls):
+    """The Keras layer's signature with the quantizer arguments (and
+    ``pad_values``) added as keyword-only parameters before ``**kwargs``:
+    what `inspect.signature`, `help` and IDEs show for `cls`, whose own
+    ``__init__`` takes ``(*args, input_quantizer=None, **kwargs)``."""
+    keras_layer = next(base for base in cls.__mro__ if base.__module__.startswith(
+        ("keras", "tf_keras", "tensorflow")))
+    params = list(inspect.signature(keras_layer.__init__).parameters.values())[1:]
+    variadic = [p for p in params if p.kind == p.VAR_KEYWORD]
+    params = [p for p in params if p.kind != p.VAR_KEYWORD]
+    added = ["input_quantizer"] + [a for a, _ in cls.quantizer_arguments]
+    if issubclass(cls, _PadValues):
+        added.append("pad_values")
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                 default=0.0 if name == "pad_values" else None)
+               for name in added if name not in [p.name for p in params]]
+    return inspect.Signature(params + variadic)
+
+
 LAYERS = (QuantConv1D, QuantConv2D, QuantConv2DTranspose, QuantConv3D,
           QuantConv3DTranspose, QuantDense, QuantDepthwiseConv2D,
           QuantSeparableConv1D, QuantSeparableConv2D)
 
+for _layer in LAYERS:
+    _layer.__signature__ = _signature(_layer)
 keras_saving.register(LAYERS)

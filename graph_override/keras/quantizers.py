@@ -262,6 +262,13 @@ class SteTern(Quantizer):
                 "clip_value": self.clip_value}
 
 
+def _check_mode(mode):
+    if mode not in ("activations", "weights"):
+        raise QuantizerError("DoReFa(mode=%r): the mode is 'activations' or "
+                             "'weights'." % (mode,))
+    return mode
+
+
 class DoReFa(Quantizer):
     """DoReFa-Net's k-bit quantizer, rounding half to even.
 
@@ -274,9 +281,7 @@ class DoReFa(Quantizer):
     """
 
     def __init__(self, k_bit=2, mode="activations", **kwargs):
-        if mode not in ("activations", "weights"):
-            raise QuantizerError("DoReFa(mode=%r): the mode is 'activations' or "
-                                 "'weights'." % (mode,))
+        _check_mode(mode)
         if isinstance(k_bit, bool) or not isinstance(k_bit, int) or not 1 <= k_bit <= 32:
             raise QuantizerError("DoReFa(k_bit=%r): the bit width is an integer "
                                  "from 1 to 32." % (k_bit,))
@@ -285,8 +290,9 @@ class DoReFa(Quantizer):
         super().__init__(**kwargs)
 
     def _bounded(self, inputs):
-        """The input mapped into [0, 1], before the k-bit step."""
-        if self.mode == "weights":
+        """The input mapped into [0, 1], before the k-bit step (the mode
+        checked again: it is a plain attribute, which may have changed)."""
+        if _check_mode(self.mode) == "weights":
             limited = tf.math.tanh(inputs)
             dividend = tf.stop_gradient(tf.math.reduce_max(tf.math.abs(limited)))
             return tf.math.divide_no_nan(limited, 2.0 * dividend) + 0.5
