@@ -376,22 +376,17 @@ class QuantSeparableConv2D(_QuantizedLayer, _PadValues, _K.SeparableConv2D):
 
 
 def _signature(cls):
-    """The Keras layer's signature with the quantizer arguments (and
-    ``pad_values``) added as keyword-only parameters before ``**kwargs``:
-    what `inspect.signature`, `help` and IDEs show for `cls`, whose own
-    ``__init__`` takes ``(*args, input_quantizer=None, **kwargs)``."""
-    keras_layer = next(base for base in cls.__mro__ if base.__module__.startswith(
-        ("keras", "tf_keras", "tensorflow")))
+    """What inspect, help and IDEs show for `cls` (whose ``__init__`` takes
+    ``*args, input_quantizer, **kwargs``): the Keras layer's signature, the
+    quantizer arguments (and ``pad_values``) keyword-only before ``**kwargs``."""
+    keras_layer = next(c for c in cls.__mro__ if c.__module__.startswith(("keras", "tf")))
     params = list(inspect.signature(keras_layer.__init__).parameters.values())[1:]
-    variadic = [p for p in params if p.kind == p.VAR_KEYWORD]
-    params = [p for p in params if p.kind != p.VAR_KEYWORD]
-    added = ["input_quantizer"] + [a for a, _ in cls.quantizer_arguments]
-    if issubclass(cls, _PadValues):
-        added.append("pad_values")
-    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
-                                 default=0.0 if name == "pad_values" else None)
-               for name in added if name not in [p.name for p in params]]
-    return inspect.Signature(params + variadic)
+    added = ["input_quantizer"] + [a for a, _ in cls.quantizer_arguments] + (
+        ["pad_values"] if issubclass(cls, _PadValues) else [])
+    return inspect.Signature([p for p in params if p.kind != p.VAR_KEYWORD] + [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                          default=0.0 if name == "pad_values" else None) for name in added]
+        + [p for p in params if p.kind == p.VAR_KEYWORD])
 
 
 LAYERS = (QuantConv1D, QuantConv2D, QuantConv2DTranspose, QuantConv3D,
