@@ -370,3 +370,15 @@ def test_dorefa_checks_a_mode_changed_after_construction():
         quantizer.call([0.0])
     with pytest.raises(QuantizerError, match="DoReFa\\(mode='unknown'\\)"):
         quantizer.parts()[0](tf.constant([0.5]))
+
+
+def test_summary_without_macs_keeps_the_tables_mac_columns_as_larq():
+    model = tf.keras.Sequential([
+        tf.keras.Input((4,)),
+        lq.layers.QuantDense(3, input_quantizer="ste_sign", kernel_quantizer="ste_sign",
+                             kernel_constraint="weight_clip")])
+    with_macs, without = [], []
+    lq.models.summary(model, print_fn=with_macs.append)
+    lq.models.summary(model, print_fn=without.append, include_macs=False)
+    assert without[0] == with_macs[0] and "1-bit MACs" in without[0]
+    assert "Number of MACs" in with_macs[1] and "MACs" not in without[1]
