@@ -52,6 +52,10 @@ KERAS_2_ONLY_ON_KERAS_3 = {
         "Keras 3 refuses"),
     "larq/layers_test.py::TestLayers::test_non_zero_padding_shapes[*-True-*]": (
         "reads layer.output_shape, which Keras 3 layers no longer have"),
+    "larq/constraints_test.py::test_serialization[weight_clip]": (
+        "Keras 3's own constraints.get finds 'weight_clip' only in Keras's global "
+        "custom objects, which this package leaves alone (docs/guide/keras.md: give "
+        "Keras's layers the object; the quantized layers take the name)"),
     "larq/activations_test.py::test_hard_tanh": "tf.keras.backend.placeholder",
     "larq/activations_test.py::test_leaky_tanh": "tf.keras.backend.placeholder",
 }
@@ -74,9 +78,7 @@ PENDING = {
     "larq/math_test.py::*": "larq.math",
     "larq/utils_test.py::*": "larq.utils",
     "larq/version_test.py::*": "larq.__version__",
-    "larq/activations_test.py::*": "larq.activations (hard_tanh, leaky_tanh)",
-    "larq/constraints_test.py::test_serialization[*]": (
-        "Keras's own constraint registry by larq's short name"),
+    "larq/activations_test.py::*": "larq.activations (hard_tanh, leaky_tanh), not yet here",
 }
 
 # pytest-mock's `mocker`, as much of it as larq's tests use (spy, ANY).
