@@ -11,10 +11,12 @@ bug). See docs/guide/keras.md.
 """
 
 from graph_override.keras import constraints, distribute, layers, loading, models, quantizers
+# larq's other modules (optimizers, context, metrics, callbacks, math, utils).
+from graph_override.keras import math, optimizers
 from graph_override.keras.distribute import disable_multi_worker_fit, enable_multi_worker_fit
 from graph_override.keras.loading import larq_custom_objects, load_larq_model
 from graph_override.keras.models import summary
 
 __all__ = ["constraints", "disable_multi_worker_fit", "distribute", "enable_multi_worker_fit",
            "larq_custom_objects", "layers", "load_larq_model", "loading",
-           "models", "quantizers", "summary"]
+           "math", "models", "optimizers", "quantizers", "summary"]
