@@ -7,6 +7,8 @@ bit for bit, zeros included.
 
 import tensorflow as tf
 
+from graph_override.keras._missing import module_getattr
+
 __all__ = ["heaviside", "sign"]
 
 
@@ -36,3 +38,5 @@ def heaviside(x):
       [0.0, 0.0, 1.0]
     """
     return tf.sign(tf.nn.relu(x))
+
+__getattr__ = module_getattr(__name__)

@@ -25,6 +25,7 @@ import tensorflow as tf
 from graph_override._families import keras_saving
 from graph_override.errors import OptimizerError, OptimizerTypeError
 from graph_override.keras import math as lq_math
+from graph_override.keras._missing import module_getattr
 
 __all__ = ["Bop", "CaseOptimizer"]
 
@@ -421,3 +422,5 @@ class CaseOptimizer(_Base):
 
 
 keras_saving.register([Bop, CaseOptimizer])
+
+__getattr__ = module_getattr(__name__)
