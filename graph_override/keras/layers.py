@@ -47,7 +47,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 _K = tf.keras.layers
-# The activations whose output Keras's crossentropy traces back to the logits.
+# Activations whose output Keras's crossentropy traces back to the logits.
 _LOGIT_ACTIVATIONS = (tf.keras.activations.softmax, tf.keras.activations.sigmoid)
 
 
@@ -186,8 +186,7 @@ class _QuantizedLayer:
 
     def build(self, input_shape):
         super().build(input_shape)
-        # Each quantized weight carries its quantizer's precision, which
-        # optimizers.Bop.is_binary_variable reads (larq's QuantizedVariable has it).
+        # The precision larq's QuantizedVariable has, for Bop.is_binary_variable.
         for _, variable, quantizer in quantized_weights(self):
             if getattr(quantizer, "precision", None) is not None:
                 variable.precision = quantizer.precision
@@ -225,10 +224,7 @@ class _QuantizedLayer:
             if getattr(self, "bias", None) is not None:
                 replaced.append(("bias", tf.convert_to_tensor(self.bias)))
             activation = getattr(self, "activation", None)
-            if activation in _LOGIT_ACTIVATIONS:
-                # Applied outside the custom gradient, where Keras sees the
-                # logits (``_keras_logits``, the Softmax op) and computes the
-                # crossentropy from them, as for its own layers and larq's.
+            if activation in _LOGIT_ACTIVATIONS:  # where Keras's crossentropy sees the logits
                 def call(x, _call=call):
                     with _replaced(self, [("activation", tf.keras.activations.linear)]):
                         return _call(x)

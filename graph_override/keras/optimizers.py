@@ -25,88 +25,20 @@ import tensorflow as tf
 from graph_override._families import keras_saving
 from graph_override.errors import OptimizerError, OptimizerTypeError
 from graph_override.keras import math as lq_math
+from graph_override.keras._optimizer_api import KERAS_3 as _KERAS_3
+from graph_override.keras._optimizer_api import Base as _Base
+from graph_override.keras._optimizer_api import (Hyperparameters, base_arguments,
+                                                 deserialize_hyper, serialize_hyper,
+                                                 variable_name)
 from graph_override.keras._missing import module_getattr
 
 __all__ = ["Bop", "CaseOptimizer"]
 
-_KERAS_3 = hasattr(tf.keras, "ops")
-_Base = tf.keras.optimizers.Optimizer
-_Schedule = tf.keras.optimizers.schedules.LearningRateSchedule
 # Keras 2 (TensorFlow 2.15) also trains with its legacy optimizers, which larq used.
 _OPTIMIZERS = (_Base,) if _KERAS_3 else (_Base, tf.keras.optimizers.legacy.Optimizer)
 
 
-def _base_arguments(kwargs):
-    """The Keras base class's arguments: Keras 3 requires a learning rate
-    (Bop has none; 0.0, never read), Keras 2's XLA-compiled update step
-    would fuse Bop's multiply-add, which larq's does not."""
-    kwargs.pop("is_legacy_optimizer", None)
-    if _KERAS_3:
-        kwargs.pop("learning_rate", None)
-        return dict(kwargs, learning_rate=0.0)
-    kwargs.setdefault("jit_compile", False)
-    kwargs.setdefault("weight_decay", None)  # Keras 2's default 0 would read the rate
-    return kwargs
-
-
-def _serialize_hyper(value):
-    if isinstance(value, _Schedule):
-        return tf.keras.optimizers.schedules.serialize(value)
-    if isinstance(value, tf.Variable) or hasattr(value, "numpy"):
-        return float(value.numpy())
-    return value
-
-
-def _deserialize_hyper(value, custom_objects=None):
-    if isinstance(value, dict):
-        return tf.keras.optimizers.schedules.deserialize(value, custom_objects=custom_objects)
-    return value
-
-
-class _Hyperparameters:
-    """``gamma`` and ``threshold`` as variables of the optimizer (so a
-    callback can set them inside a traced step) or as schedules of the step."""
-
-    def _hyper_variable(self, name, value):
-        if isinstance(value, _Schedule) or callable(value):
-            return value
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            raise OptimizerError("%s(%s=%r): a number or a learning-rate schedule "
-                                 "(tf.keras.optimizers.schedules)" % (
-                                     type(self).__name__, name, value)) from None
-        if _KERAS_3:
-            return tf.keras.Variable(value, name=name, dtype=tf.keras.backend.floatx(),
-                                     trainable=False, aggregation="only_first_replica")
-        with tf.init_scope():
-            return tf.Variable(value, name=name, dtype=tf.keras.backend.floatx(),
-                               trainable=False,
-                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-
-    def _set_hyper_value(self, attribute, name, value):
-        current = getattr(self, attribute, None)
-        if current is not None and not isinstance(value, _Schedule) and not callable(value) \
-                and not isinstance(current, _Schedule) and not callable(current):
-            current.assign(value)
-        else:
-            setattr(self, attribute, self._hyper_variable(name, value))
-
-    def _decayed(self, value, dtype):
-        """larq's `_get_decayed_hyper`: a schedule of the step, cast."""
-        if isinstance(value, _Schedule):
-            value = value(tf.cast(self.iterations, dtype))
-        elif callable(value) and not hasattr(value, "assign"):
-            value = value()
-        return tf.cast(value, dtype)
-
-    def _get_hyper(self, name, dtype=None):
-        """Keras 2's legacy accessor, as larq's tests read it."""
-        value = getattr(self, "_" + name)
-        return value if dtype is None else self._decayed(value, dtype)
-
-
-class Bop(_Hyperparameters, _Base):
+class Bop(Hyperparameters, _Base):
     """Binary optimizer (Bop): flips a binary weight when the exponential
     moving average ``m`` of its gradient exceeds ``threshold`` with the
     weight's sign.
@@ -139,7 +71,7 @@ class Bop(_Hyperparameters, _Base):
     """
 
     def __init__(self, threshold=1e-8, gamma=1e-4, name="Bop", **kwargs):
-        super().__init__(name=name, **_base_arguments(kwargs))
+        super().__init__(name=name, **base_arguments(kwargs))
         if not _KERAS_3:
             self._learning_rate = None  # read by Keras 2's apply_gradients
         self._threshold = self._hyper_variable("threshold", threshold)
@@ -195,8 +127,8 @@ class Bop(_Hyperparameters, _Base):
     def get_config(self):
         config = super().get_config()
         config.pop("learning_rate", None)
-        config.update(threshold=_serialize_hyper(self._threshold),
-                      gamma=_serialize_hyper(self._gamma))
+        config.update(threshold=serialize_hyper(self._threshold),
+                      gamma=serialize_hyper(self._gamma))
         return config
 
     @classmethod
@@ -204,7 +136,7 @@ class Bop(_Hyperparameters, _Base):
         config = dict(config)
         for hyper in ("gamma", "threshold"):
             if hyper in config:
-                config[hyper] = _deserialize_hyper(config[hyper], custom_objects)
+                config[hyper] = deserialize_hyper(config[hyper], custom_objects)
         return cls(**config)
 
     @staticmethod
@@ -213,14 +145,6 @@ class Bop(_Hyperparameters, _Base):
         quantized layer whose quantizer is 1-bit (``"ste_sign"``,
         ``NoOp(precision=1)``, ...), as larq's predicate."""
         return getattr(var, "precision", 32) == 1
-
-
-def _variable_name(var):
-    """A name that is the same when the model is built again (for the saved
-    mapping): ``layer/weight``, the last two parts of Keras 3's path or
-    Keras 2's name (a loaded model's paths lack the model's own name)."""
-    name = getattr(var, "path", None) or var.name
-    return "/".join(name.split(":")[0].split("/")[-2:])
 
 
 class CaseOptimizer(_Base):
@@ -256,7 +180,7 @@ class CaseOptimizer(_Base):
 
     def __init__(self, *predicate_optimizer_pairs, default_optimizer=None,
                  name="optimizer_case", **kwargs):
-        super().__init__(name=name, **_base_arguments(kwargs))
+        super().__init__(name=name, **base_arguments(kwargs))
         if not _KERAS_3:
             self._learning_rate = None
         for i, pair in enumerate(predicate_optimizer_pairs):
@@ -314,18 +238,18 @@ class CaseOptimizer(_Base):
             order = self._saved_order
             if order is not None and len(order) == count:
                 return order[position]
-            return (self.var_opt_mapping or {}).get(_variable_name(var))
+            return (self.var_opt_mapping or {}).get(variable_name(var))
         claimed = [i for i, predicate in enumerate(self._predicates) if predicate(var)]
         if len(claimed) > 1:
             raise OptimizerError("CaseOptimizer %r: variable %r is claimed by optimizers %s; "
                                  "make the predicates exclusive" % (
-                                     self.name, _variable_name(var), claimed))
+                                     self.name, variable_name(var), claimed))
         if claimed:
             return claimed[0]
         if self._has_default:
             return len(self.optimizers) - 1
         warnings.warn("CaseOptimizer %r: no default_optimizer to train variable %r; it "
-                      "is not trained." % (self.name, _variable_name(var)), stacklevel=3)
+                      "is not trained." % (self.name, variable_name(var)), stacklevel=3)
         return None
 
     def _assign(self, var_list):
@@ -335,7 +259,7 @@ class CaseOptimizer(_Base):
             order.append(index)
             if index is not None:
                 self._assignment[self._key(var)] = index
-                mapping[_variable_name(var)] = index
+                mapping[variable_name(var)] = index
         for index, optimizer in enumerate(self.optimizers[:len(self._predicates)]):
             if index not in mapping.values():
                 raise OptimizerError("CaseOptimizer %r: optimizer %s (pair %d) claims no "

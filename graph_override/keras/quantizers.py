@@ -43,7 +43,7 @@ from graph_override.keras._functions import (approx_sign, magnitude_aware_sign,
                                              ste_heaviside, ste_sign, ste_tern,
                                              swish_sign)
 from graph_override.keras._functions import dorefa_k_bit as _dorefa_k_bit
-from graph_override.keras import _functions
+from graph_override.keras import _functions, context
 from graph_override.keras._quantizer_configs import deserialize, function_named
 
 
@@ -52,19 +52,19 @@ class Quantizer(tf.keras.layers.Layer):
     bits of its output, for `summary`; None for full precision).
 
     Args:
-      metrics: larq's training metrics; only None or [] (no metrics) is
-        supported here.
+      metrics: larq's training metrics; none is computed here (QuantizerError).
       **kwargs: the Keras layer's arguments (name, dtype, ...).
     """
 
     precision = None
 
     def __init__(self, metrics=None, **kwargs):
-        if metrics:
+        metrics = sorted(context.get_training_metrics()) if metrics is None else metrics
+        if metrics:  # given, or from context.metrics_scope as larq's default
             raise QuantizerError(
-                "%s(metrics=%r): graph_override.keras does not compute larq's "
-                "training metrics (flip_ratio); pass metrics=None."
-                % (type(self).__name__, metrics))
+                "%s(metrics=%r): graph_override.keras computes no training metric "
+                "(flip_ratio) in quantizers; pass metrics=None outside context.metrics_scope, "
+                "and use graph_override.keras.metrics.FlipRatio." % (type(self).__name__, metrics))
         # A quantizer computes in the dtype it is given (a mixed-precision
         # layer's float16 input or kernel), not in its own dtype policy's.
         kwargs.setdefault("autocast", False)
