@@ -97,6 +97,8 @@ class FlipRatio(tf.keras.metrics.Metric):
         self._previous_values.assign(values)
 
     def result(self):
+        if self._shape is None:  # no update yet
+            return tf.zeros((), self.dtype)
         return tf.math.divide_no_nan(tf.convert_to_tensor(self.total),
                                      tf.convert_to_tensor(self.count) - 1)
 
