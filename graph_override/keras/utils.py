@@ -16,7 +16,7 @@ def memory_as_readable_str(num_bits):
 
     Example:
       >>> from graph_override.keras import utils
-      >>> utils.memory_as_readable_str(2 ** 13), utils.memory_as_readable_str(2 ** 73)
+      >>> utils.memory_as_readable_str(2 ** 13), utils.memory_as_readable_str(2 ** 43)
       ('1.00 KiB', '1,024.00 GiB')
     """
     suffixes = ["B", "KiB", "MiB", "GiB"]
