@@ -205,3 +205,55 @@ def test_a_softmax_quantized_layer_gives_keras_its_logits():
     y = layer(x)
     logits = getattr(y, "_keras_logits", None)
     assert logits is not None and logits.numpy().tolist() == [[1.0, 1.0, 1.0]]
+
+
+_MIRRORED = r"""
+import json, sys, numpy as np, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import graph_override.keras as lq
+def build():
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential([tf.keras.Input((6,)), lq.layers.QuantDense(
+        5, use_bias=False, input_quantizer="ste_sign", kernel_quantizer="ste_sign",
+        kernel_constraint="weight_clip"), tf.keras.layers.Dense(3, activation="softmax")])
+    model.compile(lq.optimizers.CaseOptimizer(
+        (lq.optimizers.Bop.is_binary_variable, lq.optimizers.Bop(threshold=1e-5, gamma=0.1)),
+        default_optimizer=tf.keras.optimizers.SGD(0.1)), "sparse_categorical_crossentropy")
+    return model
+rs = np.random.RandomState(0)
+x, y = rs.randn(32, 6).astype("f"), rs.randint(0, 3, 32)
+single = build()
+with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
+    mirrored = build()
+initial = single.get_weights()[0]
+for model in (single, mirrored):
+    model.fit(x, y, batch_size=16, shuffle=False, verbose=0, epochs=2)
+print(json.dumps(dict(
+    kernel_same=bool(np.array_equal(single.get_weights()[0], mirrored.get_weights()[0])),
+    flipped=int(np.sum(np.sign(initial) != single.get_weights()[0])),
+    float_gap=max(float(np.abs(a - b).max()) for a, b in zip(
+        single.get_weights()[1:], mirrored.get_weights()[1:])),
+    steps=[int(mirrored.optimizer.iterations.numpy())] + [
+        int(o.iterations.numpy()) for o in mirrored.optimizer.optimizers])))
+"""
+
+
+@pytest.mark.slow
+def test_case_optimizer_under_mirrored_strategy_gives_one_devices_weights():
+    """Two replicas (logical CPUs, set before TensorFlow starts: a fresh
+    process): the binary kernel as on one device, the float weights to
+    rounding (the replicas' gradients are summed)."""
+    import json  # pylint: disable=import-outside-toplevel
+    import os  # pylint: disable=import-outside-toplevel
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", _MIRRORED], env=env, cwd=root,
+                          capture_output=True, text=True, check=True)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["kernel_same"] and result["flipped"] > 0
+    assert result["float_gap"] <= 1e-6
+    assert result["steps"] == [4, 4, 4]
