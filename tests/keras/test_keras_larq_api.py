@@ -149,3 +149,29 @@ def test_version_and_missing_names():
         lq.optimizers.Bopp  # noqa: B018
     assert not hasattr(lq.context, "quantized_variable")
     assert not hasattr(lq, "__wrapped__")
+
+
+def test_model_profile_counts_as_larqs_test_and_summary_prints():
+    """larq's models_test numbers (bits per weight, MACs at the larger of the
+    input's and the weight's precision), and summary's totals from the same counts."""
+    model = tf.keras.Sequential([
+        tf.keras.Input((8, 8, 1)),
+        lq.layers.QuantConv2D(4, 3, kernel_quantizer="ste_sign", padding="same"),
+        lq.layers.QuantDense(2, input_quantizer="ste_tern", kernel_quantizer="ste_sign",
+                             kernel_constraint="weight_clip", use_bias=False),
+        tf.keras.layers.Flatten(), tf.keras.layers.Dense(3, trainable=False)])
+    profile = lq.models.ModelProfile(model)
+    conv, dense, flat, last = profile.layer_profiles
+    assert [conv.memory, dense.memory, flat.memory, last.memory] == [
+        1 * 36 + 32 * 4, 1 * 8, 0, 32 * (128 * 3 + 3)]
+    assert conv.int8_fp_weights_memory == 36 + 8 * 4
+    assert (conv.op_count("mac", 32), dense.op_count("mac", 2), flat.op_count("mac")) == (
+        36 * 64, 8 * 64, 0)
+    assert last.op_count("mac") == 128 * 3 and dense.input_precision == 2
+    assert profile.weight_count(trainable=False) == 387 and profile.unique_op_precisions == [2, 32]
+    with pytest.raises(ValueError, match="MAC"):
+        profile.op_count("flop")
+    lines = []
+    lq.models.summary(model, print_fn=lines.append)
+    for name, value in profile.generate_summary():
+        assert name in lines[1] and str(value if isinstance(value, str) else "%.2f" % value) in lines[1]

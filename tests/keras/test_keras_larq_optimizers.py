@@ -1,5 +1,5 @@
-"""graph_override.keras's optimizers, FlipRatio and HyperparameterScheduler
-against larq 0.13.3 itself, side by side in one TensorFlow 2.15 process:
+"""graph_override.keras's optimizers, FlipRatio, HyperparameterScheduler and
+ModelProfile against larq 0.13.3 itself, side by side in one TensorFlow 2.15 process:
 weights, Bop's moving averages and metric values bit for bit after the same
 steps. On Keras 3 these are skipped without importing larq (see
 test_keras_larq.py); there test_keras_optimizers.py checks the same updates
@@ -133,3 +133,38 @@ def test_hyperparameter_scheduler_is_larqs(data):
     assert histories[0].keys() == histories[1].keys() >= {"gamma", "thr", "loss"}
     for key in ("gamma", "thr", "loss"):
         np.testing.assert_array_equal(_bits(histories[1][key]), _bits(histories[0][key]))
+
+
+def _profile_model(package):
+    tf.keras.utils.set_random_seed(0)
+    layers = package.layers
+    return tf.keras.Sequential([
+        tf.keras.Input((16, 16, 1)),
+        layers.QuantConv2D(8, 3, kernel_quantizer="ste_sign", kernel_constraint="weight_clip",
+                           padding="same", name="conv"),
+        tf.keras.layers.MaxPooling2D(2, name="pool"),
+        layers.QuantDepthwiseConv2D(3, depthwise_quantizer="ste_tern", input_quantizer="ste_tern",
+                                    depthwise_constraint="weight_clip", use_bias=False,
+                                    name="depthwise"),
+        tf.keras.layers.BatchNormalization(name="bn"),
+        tf.keras.layers.Flatten(name="flat"),
+        tf.keras.layers.Dense(3, trainable=False, name="dense")], name="profiled")
+
+
+def test_model_profile_is_larqs():
+    theirs, ours = lq.models.ModelProfile(_profile_model(lq)), gk.models.ModelProfile(
+        _profile_model(gk))
+    for include_macs in (True, False):
+        assert ours.generate_table(include_macs) == theirs.generate_table(include_macs)
+        assert ours.generate_summary(include_macs) == theirs.generate_summary(include_macs)
+    for a, b in zip(ours.layer_profiles, theirs.layer_profiles):
+        assert (a.name, a.memory, a.int8_fp_weights_memory, a.fp_equivalent_memory,
+                a.input_precision, a.output_shape, a.output_pixels, a.op_count("mac"),
+                a.unique_param_bidtwidths, a.unique_op_precisions) == (
+            b.name, b.memory, b.int8_fp_weights_memory, b.fp_equivalent_memory,
+            b.input_precision, b.output_shape, b.output_pixels, b.op_count("mac"),
+            b.unique_param_bidtwidths, b.unique_op_precisions)
+        assert [(w.count, w.bitwidth, w.trainable, w.is_bias()) for w in a.weight_profiles] == [
+            (w.count, w.bitwidth, w.trainable, w.is_bias()) for w in b.weight_profiles]
+    assert (ours.weight_count(trainable=False), ours.op_count("mac", 2)) == (
+        theirs.weight_count(trainable=False), theirs.op_count("mac", 2))
