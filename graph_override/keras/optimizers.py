@@ -18,6 +18,7 @@ MirroredStrategy. ``gamma`` and ``threshold`` are variables (or schedules),
 which `graph_override.keras.callbacks.HyperparameterScheduler` sets.
 """
 
+import copy
 import warnings
 
 import tensorflow as tf
@@ -145,6 +146,17 @@ class Bop(Hyperparameters, _Base):
         quantized layer whose quantizer is 1-bit (``"ste_sign"``,
         ``NoOp(precision=1)``, ...), as larq's predicate."""
         return getattr(var, "precision", 32) == 1
+
+
+def _arguments_for(optimizer, kwargs):
+    """Keras 2's apply_gradients arguments as `optimizer` takes them: its
+    legacy optimizers call skipping the replicas' sum (what a
+    LossScaleOptimizer asks) ``experimental_aggregate_gradients=False``."""
+    if isinstance(optimizer, _Base) or "skip_gradients_aggregation" not in kwargs:
+        return kwargs
+    kwargs = dict(kwargs)
+    kwargs["experimental_aggregate_gradients"] = not kwargs.pop("skip_gradients_aggregation")
+    return kwargs
 
 
 class CaseOptimizer(_Base):
@@ -314,7 +326,7 @@ class CaseOptimizer(_Base):
                 self.build([v for _, v in grads_and_vars])
             for optimizer, pairs in zip(self.optimizers, self._split(grads_and_vars)):
                 if pairs:
-                    optimizer.apply_gradients(pairs, **kwargs)
+                    optimizer.apply_gradients(pairs, **_arguments_for(optimizer, kwargs))
             return self.iterations.assign_add(1)
 
     def get_config(self):
@@ -329,7 +341,7 @@ class CaseOptimizer(_Base):
 
     @classmethod
     def from_config(cls, config, custom_objects=None):
-        config = dict(config)
+        config = copy.deepcopy(config)  # Keras's deserialize changes what it is given
         deserialize = lambda c: tf.keras.optimizers.deserialize(  # noqa: E731
             c, custom_objects=custom_objects)
         pairs = [(lambda _: False, deserialize(c)) for c in config.pop("optimizer_configs")]

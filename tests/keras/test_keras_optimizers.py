@@ -257,3 +257,32 @@ def test_case_optimizer_under_mirrored_strategy_gives_one_devices_weights():
     assert result["kernel_same"] and result["flipped"] > 0
     assert result["float_gap"] <= 1e-6
     assert result["steps"] == [4, 4, 4]
+
+
+def test_case_optimizer_config_survives_keras_round_trip():
+    """Keras's deserialize changes the config it is given (it lowercases
+    class names); the one serialized first stays as it was."""
+    case = _case(threshold=1e-4, gamma=0.1)
+    config = tf.keras.optimizers.serialize(case)
+    again = tf.keras.optimizers.deserialize(config)
+    assert tf.keras.optimizers.serialize(again) == config
+    assert type(again.optimizers[1]) is tf.keras.optimizers.SGD
+
+
+_LEGACY = [] if hasattr(tf.keras, "ops") else ["legacy"]
+
+
+@pytest.mark.parametrize("default", ["new"] + _LEGACY)
+def test_case_optimizer_under_a_loss_scale_optimizer(data, default):
+    x, y = data
+    sgd = (tf.keras.optimizers.legacy.SGD if default == "legacy" else tf.keras.optimizers.SGD)
+    model = _model()
+    case = lq.optimizers.CaseOptimizer(
+        (lq.optimizers.Bop.is_binary_variable, lq.optimizers.Bop(threshold=1e-4, gamma=0.1)),
+        default_optimizer=sgd(0.1))
+    model.compile(tf.keras.mixed_precision.LossScaleOptimizer(case), "categorical_crossentropy")
+    before = model.get_weights()
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    after = model.get_weights()
+    assert set(np.unique(after[0])) <= {-1.0, 1.0} and not np.array_equal(before[0], after[0])
+    assert not np.array_equal(before[1], after[1])  # the default optimizer trained too
