@@ -237,7 +237,8 @@ class CaseOptimizer(_Base):
         """The optimizers' variables, in the order of `optimizers`."""
         found = []
         for optimizer in self.optimizers:
-            found.extend(optimizer.variables)
+            variables = optimizer.variables  # Keras 2's legacy optimizers: a method
+            found.extend(variables if isinstance(variables, list) else variables())
         return found
 
     def _key(self, var):
