@@ -19,6 +19,7 @@ which `graph_override.keras.callbacks.HyperparameterScheduler` sets.
 """
 
 import copy
+import itertools
 import warnings
 
 import tensorflow as tf
@@ -148,6 +149,18 @@ class Bop(Hyperparameters, _Base):
         return getattr(var, "precision", 32) == 1
 
 
+def _unsaved_predicate(var):
+    raise OptimizerError(
+        "CaseOptimizer: this one was loaded from a config saved before its first step "
+        "(Keras 3's .h5 files keep the config of compile time), and its predicates are "
+        "not saved (only Bop.is_binary_variable is, by name), so it cannot tell which "
+        "optimizer trains %r. Compile the loaded model with a new CaseOptimizer, or save "
+        "it as .keras after a step." % variable_name(var))
+
+
+_KNOWN_PREDICATES = {"Bop.is_binary_variable": Bop.is_binary_variable}
+
+
 def _arguments_for(optimizer, kwargs):
     """Keras 2's apply_gradients arguments as `optimizer` takes them: its
     legacy optimizers call skipping the replicas' sum (what a
@@ -274,7 +287,7 @@ class CaseOptimizer(_Base):
                 self._assignment[self._key(var)] = index
                 mapping[variable_name(var)] = index
         for index, optimizer in enumerate(self.optimizers[:len(self._predicates)]):
-            if index not in mapping.values():
+            if index not in order:  # (names may repeat: plain tf.Variables)
                 raise OptimizerError("CaseOptimizer %r: optimizer %s (pair %d) claims no "
                                      "variable; check its predicate" % (
                                          self.name, optimizer.name, index))
@@ -291,6 +304,8 @@ class CaseOptimizer(_Base):
 
     def build(self, var_list):
         var_list = list(var_list)
+        if not var_list:  # Keras 3's .h5 loading builds before the model has variables
+            return
         if _KERAS_3:
             if self.built:
                 return
@@ -337,7 +352,10 @@ class CaseOptimizer(_Base):
         config.update(
             optimizer_configs=[serialize(o) for o in self.optimizers[:len(self._predicates)]],
             default_config=serialize(self.default) if self._has_default else None,
-            var_opt_mapping=self.var_opt_mapping, var_opt_order=self._saved_order)
+            var_opt_mapping=self.var_opt_mapping, var_opt_order=self._saved_order,
+            # A predicate is saved by name where it is this package's own.
+            predicates=[next((n for n, f in _KNOWN_PREDICATES.items() if f == p), None)
+                        for p in self._predicates])
         return config
 
     @classmethod
@@ -345,7 +363,10 @@ class CaseOptimizer(_Base):
         config = copy.deepcopy(config)  # Keras's deserialize changes what it is given
         deserialize = lambda c: tf.keras.optimizers.deserialize(  # noqa: E731
             c, custom_objects=custom_objects)
-        pairs = [(lambda _: False, deserialize(c)) for c in config.pop("optimizer_configs")]
+        names = config.pop("predicates", None) or []
+        pairs = [(_KNOWN_PREDICATES.get(name, _unsaved_predicate), deserialize(c))
+                 for name, c in itertools.zip_longest(
+                     names, config.pop("optimizer_configs"))]
         default = config.pop("default_config", None)
         mapping = config.pop("var_opt_mapping", None)
         order = config.pop("var_opt_order", None)

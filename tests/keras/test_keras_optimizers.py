@@ -286,3 +286,31 @@ def test_case_optimizer_under_a_loss_scale_optimizer(data, default):
     after = model.get_weights()
     assert set(np.unique(after[0])) <= {-1.0, 1.0} and not np.array_equal(before[0], after[0])
     assert not np.array_equal(before[1], after[1])  # the default optimizer trained too
+
+
+def test_case_optimizer_loads_from_h5_and_trains_on(data, tmp_path):
+    x, y = data
+    model = _model()
+    model.compile(_case(threshold=1e-4, gamma=0.1), "categorical_crossentropy")
+    model.fit(x[:16], y[:16], batch_size=8, shuffle=False, verbose=0)
+    path = str(tmp_path / "bop.h5")
+    model.save(path)
+    loaded = tf.keras.models.load_model(path)
+    assert [type(o).__name__ for o in loaded.optimizer.optimizers] == ["Bop", "SGD"]
+    loaded.fit(x[16:], y[16:], batch_size=8, shuffle=False, verbose=0)
+    assert loaded.optimizer.var_opt_mapping == model.optimizer.var_opt_mapping
+    assert set(np.unique(loaded.layers[0].kernel.numpy())) == {-1.0, 1.0}
+
+
+def test_a_config_saved_before_the_first_step_keeps_only_named_predicates():
+    w, v = tf.Variable([1.0, -1.0]), tf.Variable([2.0])
+    w.precision = 1
+    pairs = [(tf.constant([1.0, 1.0]), w), (tf.constant([1.0]), v)]
+    known = lq.optimizers.CaseOptimizer.from_config(_case(threshold=0.0, gamma=1.0).get_config())
+    known.apply_gradients(pairs)
+    assert w.numpy().tolist() == [-1.0, -1.0] and v.numpy().tolist() == [pytest.approx(1.9)]
+    mine = lq.optimizers.CaseOptimizer((lambda var: var is w, lq.optimizers.Bop()),
+                                       default_optimizer=tf.keras.optimizers.SGD(0.1))
+    again = lq.optimizers.CaseOptimizer.from_config(mine.get_config())
+    with pytest.raises(OptimizerError, match="predicates are not saved"):
+        again.apply_gradients(pairs)
