@@ -348,7 +348,11 @@ class CaseOptimizer(_Base):
     def get_config(self):
         config = super().get_config()
         config.pop("learning_rate", None)
-        serialize = tf.keras.optimizers.serialize
+        def serialize(optimizer):
+            config = tf.keras.optimizers.serialize(optimizer)
+            if type(optimizer) in (Bop, CaseOptimizer):  # not larq's, which takes "Bop"
+                config["class_name"] = "%s>%s" % (keras_saving.PACKAGE, type(optimizer).__name__)
+            return config
         config.update(
             optimizer_configs=[serialize(o) for o in self.optimizers[:len(self._predicates)]],
             default_config=serialize(self.default) if self._has_default else None,

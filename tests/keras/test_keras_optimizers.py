@@ -87,9 +87,9 @@ def _model(seed=0):
                   kernel_constraint="weight_clip")
     return tf.keras.Sequential([
         # No bias before the normalization: its gradient is rounding noise.
-        tf.keras.Input((6,)), lq.layers.QuantDense(5, use_bias=False, **binary),
-        tf.keras.layers.BatchNormalization(),
-        lq.layers.QuantDense(3, activation="softmax", **binary)])
+        tf.keras.Input((6,)), lq.layers.QuantDense(5, use_bias=False, name="q1", **binary),
+        tf.keras.layers.BatchNormalization(name="bn"),
+        lq.layers.QuantDense(3, activation="softmax", name="q2", **binary)])
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,7 @@ def test_case_optimizer_fit_is_numpy_bop_and_sgd(data):
     kernels = [v.numpy() for v, b in zip(model.trainable_variables, binary) if b]
     assert all(set(np.unique(k)) <= {-1.0, 1.0} for k in kernels)
     assert model.optimizer.var_opt_mapping == {
-        "quant_dense/kernel": 0, "batch_normalization/gamma": 1,
-        "batch_normalization/beta": 1, "quant_dense_1/kernel": 0, "quant_dense_1/bias": 1}
+        "q1/kernel": 0, "bn/gamma": 1, "bn/beta": 1, "q2/kernel": 0, "q2/bias": 1}
     assert int(model.optimizer.iterations.numpy()) == 5
 
 
