@@ -21,12 +21,15 @@ __all__ = [
     "GraphDefError",
     "GraphOverrideError",
     "NoMatchError",
+    "OptimizerError",
+    "OptimizerTypeError",
     "QuantizerError",
     "RuleError",
     "SerializationError",
     "SourceError",
     "SpecialFileError",
     "TrainingOutputError",
+    "UnavailableNameError",
     "UnknownEstimatorError",
     "UnknownFamilyError",
     "UnknownGradientError",
@@ -169,6 +172,23 @@ class QuantizerError(GraphOverrideError, ValueError):
     constraint that is no such thing (an unknown name, an object of the wrong
     kind), or a quantizer met a non-float input; the message names the layer
     and the argument."""
+
+
+class OptimizerError(GraphOverrideError, ValueError):
+    """A larq optimizer of graph_override.keras (`Bop`, `CaseOptimizer`) was
+    set up in a way it cannot train: a variable claimed by two optimizers, an
+    optimizer that claims none, a hyperparameter that is not a number or
+    schedule; the message names the optimizer and the variable."""
+
+
+class OptimizerTypeError(OptimizerError, TypeError):
+    """`CaseOptimizer` was given something that is not a predicate or not a
+    Keras optimizer where one belongs (larq raises TypeError there)."""
+
+
+class UnavailableNameError(GraphOverrideError, AttributeError):
+    """A name of larq's API that graph_override.keras does not offer (Keras 3
+    removed what it needs); the message names what to use instead."""
 
 
 class AttributionError(GraphOverrideError, ValueError):

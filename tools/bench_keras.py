@@ -206,12 +206,12 @@ def child(argv):
     print(json.dumps(result))
 
 
-def _run_child(python, args, log, **env_vars):
-    """The JSON a child process printed, or {"error": ...}."""
+def _run_child(python, args, log, script=__file__, **env_vars):
+    """The JSON a child process (`script`) printed, or {"error": ...}."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env_vars,
                PYTHONPATH=os.pathsep.join([str(ROOT)] + [
                    p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    proc = subprocess.run([str(python), __file__] + [str(a) for a in args],
+    proc = subprocess.run([str(python), script] + [str(a) for a in args],
                           capture_output=True, text=True, env=env, cwd=str(ROOT))
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -343,6 +343,8 @@ def bench_section(cfg, log):
         "training step: these layers against larq 0.13.3's",
         1e3 * r["graph_override"][0], 1e3 * r["larq"][0], r["graph_override"][1],
         GOALS["larq"], "ms", r["tensorflow"], k["repeats"]))
+    from bench_bop import bop_row  # pylint: disable=import-outside-toplevel
+    rows.append(bop_row(VENV_215, k, log, _run_child))
     return rows
 
 

@@ -47,6 +47,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 _K = tf.keras.layers
+# Activations whose output Keras's crossentropy traces back to the logits.
+_LOGIT_ACTIVATIONS = (tf.keras.activations.softmax, tf.keras.activations.sigmoid)
 
 
 @contextlib.contextmanager
@@ -182,6 +184,13 @@ class _QuantizedLayer:
                              "(their gradient always zero); larq uses "
                              "%s=\"weight_clip\".", name, argument, constraint, constraint)
 
+    def build(self, input_shape):
+        super().build(input_shape)
+        # The precision larq's QuantizedVariable has, for Bop.is_binary_variable.
+        for _, variable, quantizer in quantized_weights(self):
+            if getattr(quantizer, "precision", None) is not None:
+                variable.precision = quantizer.precision
+
     def _check_float_input(self, inputs):
         """Refuses a non-float input where a quantizer would meet it (the
         input quantizer) or the Keras layer would fail on it with TensorFlow's
@@ -214,6 +223,12 @@ class _QuantizedLayer:
             # dtype policy: the backward pass runs outside the layer's call.
             if getattr(self, "bias", None) is not None:
                 replaced.append(("bias", tf.convert_to_tensor(self.bias)))
+            activation = getattr(self, "activation", None)
+            if activation in _LOGIT_ACTIVATIONS:  # where Keras's crossentropy sees the logits
+                def call(x, _call=call):
+                    with _replaced(self, [("activation", tf.keras.activations.linear)]):
+                        return _call(x)
+                return activation(_keeping_the_input(self, call, inputs, replaced, parts))
             return _keeping_the_input(self, call, inputs, replaced, parts)
         if self.input_quantizer is not None:
             inputs = self.input_quantizer(inputs)

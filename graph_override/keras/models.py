@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from graph_override.keras import layers as quant_layers
 
-__all__ = ["summary"]
+__all__ = ["LayerProfile", "ModelProfile", "OperationProfile", "WeightProfile", "summary"]
 
 _KL = tf.keras.layers
 # Keras 2's Conv2DTranspose and Conv1DTranspose subclass Conv2D and Conv1D,
@@ -274,3 +274,8 @@ def summary(model, print_fn=None, include_macs=True):
     profile = _Model(model)
     print_fn(_draw(profile.table(True), "%s stats" % model.name, True, True))
     print_fn(_draw(profile.totals(include_macs), "%s summary" % model.name, False, False))
+
+
+# larq's ModelProfile and its parts, on the counts above (graph_override.keras.profile).
+from graph_override.keras.profile import (LayerProfile, ModelProfile,  # noqa: E402
+                                          OperationProfile, WeightProfile)

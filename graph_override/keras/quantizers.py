@@ -42,6 +42,7 @@ __all__ = [
 
 from graph_override.keras import _functions
 from graph_override.keras._quantizer_configs import decorated_function_config as _decorated
+from graph_override.keras import context
 from graph_override.keras._quantizer_configs import deserialize, function_named
 
 
@@ -56,8 +57,7 @@ class Quantizer(tf.keras.layers.Layer):
     bits of its output, for `summary`; None for full precision).
 
     Args:
-      metrics: larq's training metrics; only None or [] (no metrics) is
-        supported here.
+      metrics: larq's training metrics; none is computed here (QuantizerError).
       **kwargs: the Keras layer's arguments (name, dtype, ...).
     """
 
@@ -72,11 +72,12 @@ class Quantizer(tf.keras.layers.Layer):
                 BY_NAME[name] = cls
 
     def __init__(self, metrics=None, **kwargs):
-        if metrics:
+        metrics = sorted(context.get_training_metrics()) if metrics is None else metrics
+        if metrics:  # given, or from context.metrics_scope as larq's default
             raise QuantizerError(
-                "%s(metrics=%r): graph_override.keras does not compute larq's "
-                "training metrics (flip_ratio); pass metrics=None."
-                % (type(self).__name__, metrics))
+                "%s(metrics=%r): graph_override.keras computes no training metric "
+                "(flip_ratio) in quantizers; pass metrics=None outside context.metrics_scope, "
+                "and use graph_override.keras.metrics.FlipRatio." % (type(self).__name__, metrics))
         # A quantizer computes in the dtype it is given (a mixed-precision
         # layer's float16 input or kernel), not in its own dtype policy's.
         kwargs.setdefault("autocast", False)

@@ -382,6 +382,9 @@ def test_quick_keras_section_compares_with_float_and_larq(quick_run):
     if status["env"] == sys.executable:
         assert re.search(r"\| training step: these layers against larq 0.13.3's \| 2\.15\.[0-9]+ "
                          r"\| 2 " + cell, section)
+        assert re.search(r"\| training step with Bop \(CaseOptimizer: Bop for the binary "
+                         r"kernels, Adam for the rest\): these layers and optimizers against "
+                         r"larq 0.13.3's \| 2\.15\.[0-9]+ \| 2 " + cell, section)
         assert re.search(peak + r"larq 0.13.3's layers \| 2\.15\.[0-9]+ \| 1 " + informative,
                          section)
         assert re.search(r"\| peak memory \(VmHWM\) of a process that trains: larq 0.13.3's "
