@@ -62,3 +62,11 @@ def pair_saliency(reference_env):
                                        os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=path)
     return lambda requests: _run(sys.executable, HERE / "pair_maps.py", requests, env)
+
+
+@pytest.fixture(scope="session")
+def zennit(reference_env):
+    """zennit([request, ...]) -> Zennit's LRP maps for each request
+    (zennit_maps.py, one subprocess in the torch venv)."""
+    return lambda requests: _run(reference_env["captum_python"], HERE / "zennit_maps.py",
+                                 requests)
