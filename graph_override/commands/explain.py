@@ -7,10 +7,11 @@ import os
 import stat
 import sys
 
-from graph_override.commands._explain_options import (METHOD_FLAGS, add_allow_option,  # noqa: F401  (METHOD_FLAGS, parse_maps: explain's table and reader, used by inspect and the tests)
+from graph_override.commands._explain_options import (add_allow_option,  # noqa: F401  (parse_maps: explain's reader, used by inspect)
                                                        add_map_option, add_method_options,
-                                                       check_options, parse_maps, positive,
-                                                       target)
+                                                       check_options, method_flags,
+                                                       parse_maps, target)
+from graph_override.attribution import method_table as _method_table
 from graph_override.commands._explain_data import read_array
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
@@ -29,14 +30,9 @@ DESCRIPTION = (
     "first (saying so).\n"
     "\n"
     "Methods and their options (an option of another method is a usage error):\n"
-    "  saliency              --no-abs (the signed gradient, not its absolute value)\n"
-    "  gradient_input\n"
-    "  integrated_gradients  --baseline, --steps, --rule\n"
-    "  smoothgrad            --seed, --samples, --stdev-spread, --magnitude\n"
-    "  guided_backprop, deconvnet\n"
-    "  eps_lrp               --epsilon\n"
-    "  deeplift              --baseline\n"
-    "  grad_cam              --layer, --resize\n"
+    + "".join(("  %-21s %s" % (spec.name, ", ".join(
+        (["--baseline"] if spec.baseline else []) + [f.name for f in spec.flags]))).rstrip()
+        + "\n" for spec in _method_table.METHODS.values()) +
     "SmoothGrad draws new noise at every run unless --seed is given: two runs\n"
     "with the same --seed write the same maps. --target K explains class K of\n"
     "every example (K1,K2,... one per example); the default is each example's\n"
@@ -93,8 +89,6 @@ def configure(parser):
     parser.add_argument("--baseline", metavar="zeros|FILE.npy",
                         help="integrated_gradients and deeplift: the reference input, "
                              "one per example or one for all (default zeros)")
-    parser.add_argument("--steps", type=positive, metavar="N",
-                        help="integrated_gradients: points of the path (default 50)")
     add_method_options(parser)
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
@@ -283,9 +277,7 @@ def _run(args):
     options = {}
     if args.baseline_array is not None:
         options["baseline"] = args.baseline_array
-    if args.steps is not None:
-        options["steps"] = args.steps
-    options.update((key, getattr(args, key)) for _, key, _ in METHOD_FLAGS
+    options.update((key, getattr(args, key)) for _, key, _ in method_flags()
                    if getattr(args, key, None) is not None)
     user_rules, user_ops = parse_maps(args.maps)
     explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
