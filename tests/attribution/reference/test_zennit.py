@@ -7,7 +7,7 @@ and a small ResNet block with batch normalizations and a residual add
 ``batch_norm`` canonizer; under Keras 3 the batch normalization is frozen
 as Rsqrt/Mul/Sub/AddV2, under Keras 2 as FusedBatchNormV3). Every rule in
 every layer and every Zennit composite, started from a one-hot output as
-Zennit starts (``relevance="one"``), equal to float32 rounding. Zennit's
+Zennit starts (``start="one"``), equal to float32 rounding. Zennit's
 maps for all of them come from one torch process per module.
 """
 
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from graph_override.attribution import lrp
+from graph_override import attribution
+from graph_override.attribution import relevance
 from graph_override.training.data import digits
 
 keras = tf.keras
@@ -161,10 +162,11 @@ def cases(zennit, tmp_path_factory):
 
 def _ours(case, method):
     if "rule" in method:
-        composite = lrp.composite([("any", lrp.rule(method["rule"], **method["params"]))])
+        composite = relevance.composite([("any", relevance.rule(method["rule"],
+                                                                **method["params"]))])
     else:
-        composite = lrp.composites.named(method["composite"], **method["params"])
-    return lrp.lrp(case.model, case.x, composite, case.target, relevance="one")
+        composite = relevance.composites.named(method["composite"], **method["params"])
+    return attribution.lrp(case.model, case.x, case.target, composite=composite, start="one")
 
 
 @pytest.mark.parametrize("net", ["mlp", "cnn", "resnet"])

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from graph_override import registry
 from graph_override._tensorflow import compat
-from graph_override.attribution.lrp import layer_math, rules
+from graph_override.attribution.relevance import layer_math, rules
 
 __all__ = ["LAYER", "PASS", "PROPORTIONAL", "layer_gradient", "pass_gradient",
            "proportional_gradient"]

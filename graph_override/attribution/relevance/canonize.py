@@ -19,26 +19,11 @@ do.
 import numpy as np
 import tensorflow as tf
 
-from graph_override.attribution.lrp.structure import node_name
+from graph_override.attribution.relevance.structure import node_name
 from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.views import ancestors
 
-__all__ = ["CANONIZERS", "check_canonizers", "constants", "fold"]
-
-CANONIZERS = ("batch_norm",)
-"""The canonizers by name: ``batch_norm`` folds batch normalizations (and
-other per-channel scalings) into the layer before them."""
-
-
-def check_canonizers(canonizers):
-    """`canonizers` as a tuple of known names."""
-    names = (canonizers,) if isinstance(canonizers, str) else tuple(canonizers or ())
-    for name in names:
-        if name not in CANONIZERS:
-            raise AttributionError("canonizer %r is not one of %s" % (
-                name, ", ".join(CANONIZERS)))
-    return names
-
+__all__ = ["constants", "fold"]
 
 def constants(graph_def, refs):
     """{tensor reference: ndarray} of tensors that do not depend on the

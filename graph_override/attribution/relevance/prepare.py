@@ -11,7 +11,7 @@ import dataclasses
 
 import tensorflow as tf
 
-from graph_override.attribution.lrp import canonize, gradients, structure as structure_lib
+from graph_override.attribution.relevance import canonize, gradients, structure as structure_lib
 from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR
 

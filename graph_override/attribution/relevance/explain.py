@@ -1,4 +1,5 @@
-"""`lrp`: Layer-wise Relevance Propagation of any model form, in one call.
+"""LRP as an attribution method (the record "lrp" of `method_table`:
+`attribution.lrp(model, x, target, composite=...)`).
 
 The model is frozen once (`attribution.Explainer`), prepared once per
 composite (`prepare`: canonized, each layer op given its rule's gradient),
@@ -14,32 +15,20 @@ import hashlib
 import numpy as np
 import tensorflow as tf
 
-from graph_override._tensorflow import compat
 from graph_override.attribution import models, targets
-from graph_override.attribution.engine import Explainer
-from graph_override.attribution.lrp import composites, prepare as prepare_lib
+from graph_override.attribution.relevance import composites, prepare as prepare_lib
 from graph_override.attribution.methods import Attribution
 from graph_override.errors import AttributionError
 from graph_override.frozen.tf2.function import FrozenFunction
 
-__all__ = ["FOLD_TOLERANCE", "lrp", "prepared"]
+__all__ = ["FOLD_TOLERANCE", "method", "prepared"]
 
 FOLD_TOLERANCE = 1e-4
 """How far (relative to the largest output) a canonized graph's outputs may
 be from the model's: float rounding of the folded weights, not a change."""
 
-RELEVANCE = ("output", "one")
-
-
-def _explainer(model, inputs, outputs, session, rules, allow_ops):
-    if isinstance(model, Explainer):
-        if inputs is not None or outputs is not None or session is not None or rules \
-                or allow_ops:
-            raise AttributionError("an Explainer already has its model and rules; give no "
-                                   "inputs=, outputs=, session=, rules= or allow_ops=")
-        return model
-    return Explainer(model, inputs=inputs, outputs=outputs, session=session, rules=rules,
-                     allow_ops=allow_ops)
+STARTS = ("output", "one")
+"""Where relevance starts: the target's value, or 1 (Zennit's one-hot)."""
 
 
 def _key(comp):
@@ -72,46 +61,24 @@ def prepared(explainer, x, composite="epsilon_plus"):
     return ready, function, graph
 
 
-def lrp(model, x, composite="epsilon_plus", target=None, *, inputs=None, outputs=None,
-        session=None, rules=(), allow_ops=(), relevance="output"):
-    """Layer-wise Relevance Propagation (Bach et al., 2015) with a composite of
-    rules (Montavon et al., 2019; Kohlbrenner et al., 2020).
-
-    Args:
-      model: any model form `attribution.attribute` takes (a TF2 callable or
-        Keras model; a frozen GraphDef or path with `inputs` and `outputs`;
-        None with `session` and its tensors), or an `Explainer`.
-      x: the batch of inputs.
-      composite: a `lrp.COMPOSITES` name (``"epsilon_plus"``,
-        ``"epsilon_plus_flat"``, ``"epsilon_alpha2_beta1"``,
-        ``"epsilon_alpha2_beta1_flat"``, ``"epsilon_gamma_box:low=0,high=1"``,
-        ``"preset_a"``, ``"preset_b"``, ``"preset_a_flat"``,
-        ``"preset_b_flat"``), a rule name for that rule in every layer
-        (``"epsilon:epsilon=0.1"``, ``"zplus"``), or an `lrp.Composite`.
-      target: as for every method (None: each example's largest output).
-      rules, allow_ops: as for `attribution.attribute`.
-      relevance: the relevance the output starts with: ``"output"`` (the
-        target's value, iNNvestigate's start and the one under which the
-        maps sum to the output) or ``"one"`` (1, Zennit's one-hot start).
-
-    Returns:
-      An `Attribution` (``method="lrp"``): ``maps`` of x's shape, ``outputs``
-      the output explained (the logits where the model ends in a Softmax).
-
-    Raises:
-      AttributionError: an op on the path no rule covers (named, with its
-        nodes), a composite without a rule for a layer, a batch normalization
-        the canonizer cannot fold, or a fold that changed the outputs.
-    """
-    if relevance not in RELEVANCE:
-        raise AttributionError("relevance=%r: 'output' (the target's value) or 'one'" % (
-            relevance,))
-    explainer = _explainer(model, inputs, outputs, session, rules, allow_ops)
-    with compat.eager_scope():
-        return _run(explainer, x, composite, target, relevance)
+def method(context, x, target, *, composite="epsilon_plus", start="output",
+           canonizers=None, max_pool=None):
+    """The record's function (`method_table`, "lrp"): the maps of `x`
+    under `composite` (see `graph_override.attribution.relevance`)."""
+    comp = composites.resolve(composite)
+    changes = {}
+    if canonizers is not None:
+        changes["canonizers"] = composites.check_canonizers(canonizers)
+    if max_pool is not None:
+        changes["max_pool"] = max_pool
+    if changes:
+        comp = composites.composite(comp.rules, name=comp.name, stabilizer=comp.stabilizer,
+                                    **dict({"canonizers": comp.canonizers,
+                                            "max_pool": comp.max_pool}, **changes))
+    return _run(context.explainer, x, comp, target, start)
 
 
-def _run(explainer, x, composite, target, relevance):
+def _run(explainer, x, composite, target, start):
     x = models.as_float_input(x)
     ready, function, graph = prepared(explainer, x, composite)
     if ready.uncovered:
@@ -137,7 +104,7 @@ def _run(explainer, x, composite, target, relevance):
         inner.watch(y)
         scalars = targets.select(y, resolved)
     seed = inner.gradient(scalars, y)
-    if relevance == "output":
+    if start == "output":
         seed = seed * y
     maps = tape.gradient(y, tensor, output_gradients=seed)
     if maps is None:

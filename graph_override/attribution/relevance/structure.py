@@ -23,7 +23,7 @@ nodes the output needs. On it:
 import collections
 import dataclasses
 
-from graph_override.attribution.lrp.layer_math import LAYER_OPS
+from graph_override.attribution.relevance.layer_math import LAYER_OPS
 from graph_override.estimators.attribution_ops import ACTIVATIONS
 from graph_override.frozen.graphdef.views import ancestors
 

@@ -16,7 +16,7 @@ selector holds for a layer gives its rule. A selector is one of
 Example: a composite of one's own, z+ in the convolutions, epsilon 0.25 in
 the dense head, flat in the first layer:
 
-  >>> from graph_override.attribution import lrp
+  >>> from graph_override.attribution import relevance
   >>> mine = lrp.composite([("first", "flat"), ("conv", "zplus"),
   ...                       ("dense", lrp.rule("epsilon", epsilon=0.25))])
   >>> mine.rules[2]
@@ -27,11 +27,25 @@ import dataclasses
 import difflib
 import re
 
-from graph_override.attribution.lrp.canonize import check_canonizers
-from graph_override.attribution.lrp.rules import RULES, _parse_value, rule
+from graph_override.attribution.relevance.rules import RULES, _parse_value, rule
 from graph_override.errors import AttributionError
 
-__all__ = ["COMPOSITES", "Composite", "composite", "named", "resolve"]
+__all__ = ["CANONIZERS", "COMPOSITES", "Composite", "check_canonizers", "composite", "named",
+           "resolve"]
+
+CANONIZERS = ("batch_norm",)
+"""The canonizers by name (`canonize`): ``batch_norm`` folds batch
+normalizations (and other per-channel scalings) into the layer before them."""
+
+
+def check_canonizers(canonizers):
+    """`canonizers` as a tuple of known names."""
+    names = (canonizers,) if isinstance(canonizers, str) else tuple(canonizers or ())
+    for name in names:
+        if name not in CANONIZERS:
+            raise AttributionError("canonizer %r is not one of %s" % (
+                name, ", ".join(CANONIZERS)))
+    return names
 
 _TYPES = {
     "dense": ("MatMul",), "conv2d": ("Conv2D",), "depthwise": ("DepthwiseConv2dNative",),
