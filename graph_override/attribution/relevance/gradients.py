@@ -79,9 +79,10 @@ def proportional_gradient(op, dy):
             for x, g, keep in zip(op.inputs, grads, live)]
 
 
-def pass_gradient(op, dy):
+def pass_gradient(op, dy, *unused):
     """The relevance unchanged to the op's live input (``_lrp_live``; the
-    first where the node does not say)."""
+    first where the node does not say); an op's other outputs (a
+    FusedBatchNorm's statistics) carry none."""
     live = list(_attr(op, "_lrp_live", [True] + [False] * (len(op.inputs) - 1)))
     return [dy if keep else None for keep in live]
 

@@ -22,6 +22,9 @@ from graph_override.attribution import relevance
 from graph_override.training.data import digits
 
 keras = tf.keras
+# one reference process computes every map of the module (iNNvestigate: TensorFlow
+# 2.14 building each analyzer in graph mode; Zennit: every map in float32 and 64)
+pytestmark = pytest.mark.slow
 
 # float32 rounding, relative to each map's largest value: the rules divide by
 # sums of float32 products, which TensorFlow and torch add in other orders.
