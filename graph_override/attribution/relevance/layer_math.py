@@ -130,7 +130,7 @@ def _signed(rule, params, lay, r, z, bias, nonneg, stab):
     """zplus, alpha_beta and gamma: positive and negative parts of the
     inputs and weights, each part's own denominator."""
     f, ft, x, w = lay.forward, lay.transpose, lay.x, lay.w
-    xp, xn = _pos(x), (None if nonneg else _neg(x))
+    xp, xn = (x, None) if nonneg else (_pos(x), _neg(x))
     if rule == "gamma":
         g = tf.constant(params["gamma"], w.dtype)
         wp, wn = w + g * _pos(w), w + g * _neg(w)
