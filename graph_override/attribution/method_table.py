@@ -280,7 +280,7 @@ def _canonizer_flag(text):
 
 define(
     "lrp", function="graph_override.attribution.relevance.explain:method", times_input=True,
-    summary="layer-wise relevance propagation with rules on layers chosen by a composite "
+    summary="layer-wise relevance propagation, each layer's rule set by a composite "
             "(Bach et al., 2015; Montavon et al., 2019)",
     options=[Option("composite", "epsilon_plus", "Zennit's epsilon_plus, epsilon_plus_flat, "
                     "epsilon_alpha2_beta1(_flat), epsilon_gamma_box:low=L,high=H; "
