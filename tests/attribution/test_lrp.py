@@ -214,3 +214,28 @@ def test_explain_and_inspect_on_the_command_line(tmp_path, capsys):
     assert cli.main(["inspect", str(bad), "--method", "lrp", "--inputs", "x:0",
                      "--outputs", "logits:0"]) == 1
     assert "Sin" in capsys.readouterr().out
+
+
+def test_depthwise_and_transposed_convolutions_are_layers_that_conserve():
+    """A transposed convolution, a depthwise convolution and a dense layer,
+    without biases: each is a layer (its rule on it), and LRP-0 passes all
+    the relevance on, which it would not if a convolution's transpose
+    (its op's own attributes: strides, padding, output size) were wrong."""
+    k_t = RNG.randn(3, 3, 3, 2).astype(np.float32)  # out channels 3, in channels 2
+    k_d = RNG.randn(3, 3, 3, 2).astype(np.float32)  # channel multiplier 2
+    w = RNG.randn(12 * 12 * 6, 4).astype(np.float32)
+
+    def net(x):
+        n = tf.shape(x)[0]
+        h = tf.nn.conv2d_transpose(x, k_t, tf.stack([n, 12, 12, 3]), 2, "SAME")
+        h = tf.nn.depthwise_conv2d(tf.nn.relu(h), k_d, [1, 1, 1, 1], "SAME")
+        return tf.matmul(tf.reshape(tf.nn.relu(h), [-1, 12 * 12 * 6]), w)
+
+    graph_def = _graph_def(net)
+    explainer = attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0")
+    ready, _, _ = explain.prepared(explainer, X, "z")
+    assert [op for _, op, _ in ready.layers] == [
+        "Conv2DBackpropInput", "DepthwiseConv2dNative", "MatMul"]
+    result = attribution.lrp(explainer, X, 2, composite="z")
+    np.testing.assert_allclose(result.maps.sum(axis=(1, 2, 3)), result.outputs[:, 2],
+                               rtol=1e-4)

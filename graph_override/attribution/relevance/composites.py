@@ -17,8 +17,8 @@ Example: a composite of one's own, z+ in the convolutions, epsilon 0.25 in
 the dense head, flat in the first layer:
 
   >>> from graph_override.attribution import relevance
-  >>> mine = lrp.composite([("first", "flat"), ("conv", "zplus"),
-  ...                       ("dense", lrp.rule("epsilon", epsilon=0.25))])
+  >>> mine = relevance.composite([("first", "flat"), ("conv", "zplus"),
+  ...                             ("dense", relevance.rule("epsilon", epsilon=0.25))])
   >>> mine.rules[2]
   ('dense', LayerRule('epsilon', epsilon=0.25))
 """
@@ -211,7 +211,7 @@ def resolve(spec):
     if isinstance(spec, Composite):
         return spec
     if not isinstance(spec, str):
-        raise AttributionError("composite=%r: a name (%s) or a Composite (lrp.composite)" % (
+        raise AttributionError("composite=%r: a name (%s) or a Composite (attribution.relevance.composite)" % (
             spec, ", ".join(COMPOSITES)))
     name, _, text = spec.partition(":")
     params = {}

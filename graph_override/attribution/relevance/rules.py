@@ -27,9 +27,9 @@ These are Zennit 0.5.1's `Epsilon`, `ZPlus`, `AlphaBeta`, `Gamma`, `WSquare`,
 
 Example:
   >>> from graph_override.attribution import relevance
-  >>> lrp.rules.rule("alpha_beta", alpha=2)
+  >>> relevance.rule("alpha_beta", alpha=2)
   LayerRule('alpha_beta', alpha=2.0, beta=1.0, bias='split', stabilizer=1e-06)
-  >>> str(lrp.rules.rule("epsilon:epsilon=0.25"))
+  >>> str(relevance.rule("epsilon:epsilon=0.25"))
   'epsilon(epsilon=0.25)'
 """
 
