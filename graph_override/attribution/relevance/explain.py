@@ -65,6 +65,12 @@ def method(context, x, target, *, composite="epsilon_plus", start="output",
            canonizers=None, max_pool=None):
     """The record's function (`method_table`, "lrp"): the maps of `x`
     under `composite` (see `graph_override.attribution.relevance`)."""
+    if len(context.graph.names) > 1:
+        raise AttributionError(
+            "lrp explains models of one input; %s has %d (%s): explain a model of one "
+            "input (the others fixed inside it), or use a method of the table that takes "
+            "several" % (context.graph.source, len(context.graph.names),
+                         ", ".join(context.graph.names)))
     comp = composites.resolve(composite)
     changes = {}
     if canonizers is not None:
