@@ -7,6 +7,8 @@
 #
 #   compat/.reference/captum/         a venv: PyTorch (CPU), Captum, Quantus and Zennit
 #                                     (compat/reference-captum.txt, reference-zennit.txt); no TensorFlow
+#   compat/.reference/innvestigate/  a venv: iNNvestigate 2.1.2 with the TensorFlow it
+#                                     accepts (2.14; compat/reference-innvestigate.txt)
 #   compat/.reference/pair-pyX.Y/     PAIR's `saliency` package and the part of
 #                                     scikit-image its package imports
 #                                     (compat/reference-pair.txt), installed with
@@ -18,7 +20,7 @@
 # is cp311, so Python 3.11); GRAPH_OVERRIDE_REFERENCE_DIR moves compat/.reference.
 # Each part is rebuilt when its requirements file changed (a stamp holds
 # its checksum), under a lock, so parallel test runs build it once.
-# Prints `captum_python=PATH` and `pair_path=PATH` last. Exit status: 0, or 2
+# Prints `captum_python=PATH`, `innvestigate_python=PATH` and `pair_path=PATH` last. Exit status: 0, or 2
 # when an install failed (its output says why).
 set -euo pipefail
 export PIP_ROOT_USER_ACTION=ignore
@@ -81,5 +83,19 @@ if ! up_to_date "$PAIR" "$REQ"; then
   stamp "$PAIR" "$REQ"
 fi
 
+INNV="$DIR/innvestigate"
+REQ="$ROOT/compat/reference-innvestigate.txt"
+if ! up_to_date "$INNV" "$REQ"; then
+  echo "compat/reference_venv.sh: installing iNNvestigate and TensorFlow 2.14 into ${INNV#$ROOT/}" >&2
+  rm -rf "$INNV"
+  "$PY" -m venv "$INNV" || fail "$PY -m venv $INNV failed"
+  quiet "$INNV/bin/python" -m pip install -q -r "$REQ" \
+    || fail "installing compat/reference-innvestigate.txt into $INNV failed (TensorFlow 2.14 has wheels for Python 3.9-3.11)"
+  TF_CPP_MIN_LOG_LEVEL=3 "$INNV/bin/python" -c "import innvestigate" 2>/dev/null \
+    || fail "innvestigate does not import in $INNV"
+  stamp "$INNV" "$REQ"
+fi
+
 echo "captum_python=$CAPTUM/bin/python"
+echo "innvestigate_python=$INNV/bin/python"
 echo "pair_path=$PAIR"

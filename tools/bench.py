@@ -17,7 +17,9 @@ Sections (each a table in the report, each measured by its own module):
      float layers (bench_keras.py);
   7. attribution maps (gradient x input, guided backprop, epsilon-LRP,
      DeepLIFT) of a frozen MobileNetV2 against its plain gradient, and PAIR's
-     saliency.tf1 guided backprop beside them (bench_attribution.py).
+     saliency.tf1 guided backprop beside them (bench_attribution.py);
+  8. LRP composites on MobileNetV2 and ResNet50 against their plain gradient,
+     beside the floor of a rule that keeps each layer's input (bench_lrp.py).
 
 Timing: time.perf_counter (wall) and time.process_time (CPU, all threads)
 around whole runs, several repetitions, medians; within a repetition the
@@ -65,6 +67,7 @@ FULL = dict(
     keras=dict(size=16, width=16, batch=64, repeats=15, steps=5, memory_repeats=5,
                deep=(6, 64, 128)),
     attribution=dict(size=224, alpha=1.0, batches=[1, 32], repeats=5),
+    lrp=dict(models=["MobileNetV2", "ResNet50"], size=224, batches=[1, 32], repeats=3),
 )
 QUICK = dict(
     mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
@@ -78,6 +81,7 @@ QUICK = dict(
     # One batch size: each (batch, allocator) is a process that builds and
     # traces the model for every method, the longest part of a quick run.
     attribution=dict(size=32, alpha=0.35, batches=[2], repeats=2),
+    lrp=dict(models=["MobileNetV2"], size=32, batches=[2], repeats=1),
 )
 
 # Each section's runner, run(cfg, log), as (module beside this file, function):
@@ -90,6 +94,7 @@ RUNNERS = dict(
     cli=("bench_cli", "bench_section"),
     keras=("bench_keras", "bench_section"),
     attribution=("bench_attribution", "bench_section"),
+    lrp=("bench_lrp", "bench_section"),
 )
 
 

@@ -42,3 +42,20 @@ def floor_rules(function):
 FLOORS = {"floor: dy * x (keeps x)": floor_rules("keep_input"),
           "floor: dy * x compiled (keeps x, new buffer)": floor_rules("keep_input_compiled")}
 """Section 7's rows: label -> the rules of the plain gradient's function."""
+
+
+def keep_layer_input(op, dy):
+    """A gradient function for a layer op (Conv2D, DepthwiseConv2dNative,
+    MatMul): its own input gradient times the op's input x, so x stays alive
+    into the backward pass as every LRP layer rule keeps it."""
+    from graph_override._tensorflow import compat  # pylint: disable=import-outside-toplevel
+    grads = list(compat.lookup_gradient(op.type)(op, dy))
+    grads[0] = grads[0] * op.inputs[0]
+    return grads
+
+
+LAYER_FLOOR = {"floor: layer input kept (dx * x)": [
+    "%s=bench_floors:keep_layer_input" % op
+    for op in ("Conv2D", "DepthwiseConv2dNative", "MatMul")]}
+"""Section 8's floor (tools/bench_lrp.py): the plain gradient with every
+layer op's gradient times its input."""

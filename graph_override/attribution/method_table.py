@@ -252,3 +252,49 @@ define(
     summary="DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)",
     options=[_BASELINE],
     rules=[("deeplift_rescale", {"shared_reference": False})])
+
+
+def _composite(method, value):  # pylint: disable=unused-argument
+    from graph_override.attribution.relevance import composites  # pylint: disable=import-outside-toplevel
+    return composites.resolve(value)
+
+
+def _canonizers(method, value):  # pylint: disable=unused-argument
+    from graph_override.attribution.relevance import composites  # pylint: disable=import-outside-toplevel
+    return None if value is None else composites.check_canonizers(value)
+
+
+def _choice(name, values):
+    def check(method, value):  # pylint: disable=unused-argument
+        if value is not None and value not in values:
+            raise AttributionError("%s=%r: one of %s" % (name, value, ", ".join(values)))
+        return value
+    return check
+
+
+def _canonizer_flag(text):
+    if text not in ("batch_norm", "none"):
+        raise argparse.ArgumentTypeError("expected batch_norm or none, got %r" % text)
+    return () if text == "none" else (text,)
+
+
+define(
+    "lrp", function="graph_override.attribution.relevance.explain:method", times_input=True,
+    summary="layer-wise relevance propagation, each layer's rule set by a composite "
+            "(Bach et al., 2015; Montavon et al., 2019)",
+    options=[Option("composite", "epsilon_plus", "Zennit's epsilon_plus, epsilon_plus_flat, "
+                    "epsilon_alpha2_beta1(_flat), epsilon_gamma_box:low=L,high=H; "
+                    "iNNvestigate's preset_a, preset_b (_flat); a rule in every layer "
+                    "('zplus', 'epsilon:epsilon=0.1'); or an attribution.relevance.Composite",
+                    _composite, Flag("--composite", metavar="NAME[:K=V,...]")),
+             Option("start", "output", "the relevance the target starts with: 'output' "
+                    "(its value; the maps sum to it) or 'one' (Zennit's one-hot)",
+                    _choice("start", ("output", "one")),
+                    Flag("--start", metavar="FROM", choices=("output", "one"))),
+             Option("canonizers", None, "None: the composite's (batch_norm); () keeps "
+                    "batch normalizations, which relevance then passes unchanged",
+                    _canonizers, Flag("--canonizer", _canonizer_flag, metavar="NAME")),
+             Option("max_pool", None, "None: the composite's ('winner', the window's "
+                    "maximum takes all); 'proportional'",
+                    _choice("max_pool", ("winner", "proportional")),
+                    Flag("--max-pool", metavar="HOW", choices=("winner", "proportional")))])

@@ -77,3 +77,23 @@ def test_innvestigate_reference_maps(analyzer, method, target, options):
         # Started from 1, only the max pool (whose output is one of x's
         # values, the same map whatever the start up to y_c) would agree.
         assert starting_from_one == [False] * 5 + [True]
+
+
+def test_innvestigate_lrp_epsilon_reference_maps_from_the_layer_rules():
+    """LRPEpsilon's reference maps (epsilon 1e-7, the bias in z, relevance
+    starting from the selected output's value) are `attribution.lrp`'s
+    epsilon rule in every layer, on every one-layer model: the layer, the
+    average pool (shared in proportion) and the max pool (to the maximum)."""
+    path = REFS / "LRPEpsilon.hdf5"
+    if not path.exists():
+        pytest.skip("no peer reference data at %s" % path)
+    with h5py.File(path, "r") as refs:
+        x = refs["input"][()].astype(np.float32)
+        for layer in LAYERS:
+            group = refs[layer]
+            weights = [group["weights"][k][()] for k in sorted(group["weights"], key=int)]
+            maps = attribution.lrp(_model(layer, weights), x, None,
+                                   composite="epsilon:epsilon=1e-7").maps
+            expected = group["attribution"][()]
+            assert np.allclose(maps, expected, rtol=1e-2, atol=1e-8), layer
+            assert np.abs(maps).max() > 0

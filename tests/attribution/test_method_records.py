@@ -98,7 +98,29 @@ NUMPY_REFERENCES = {
     "eps_lrp": lambda x, t, epsilon: _gradient(x, t, "eps", epsilon=epsilon) * x,
     "deeplift": lambda x, t, baseline: (x - baseline) * _gradient(
         x, t, "rescale", reference=np.full_like(x, baseline)),
+    "lrp": lambda x, t, composite: _epsilon_plus(x, t),
 }
+
+
+def _stab(z, eps=1e-6):
+    return z + eps * np.where(z >= 0, 1.0, -1.0)
+
+
+def _epsilon_plus(x, target):
+    """Zennit's EpsilonPlus from the logit's value: epsilon (1e-6, the bias
+    in z) in the dense layer, the mean shared in proportion, the Relu passed,
+    z+ in the convolution (x+ W+ + x- W- + b+)."""
+    x = x.astype(np.float64)
+    h = np.maximum(x @ W1 + B1, 0)
+    m = h.mean(axis=(1, 2))
+    z = m @ W2 + B2
+    r = np.eye(3)[target] * z
+    r_m = m * ((r / _stab(z)) @ W2.T)
+    r_h = h * (r_m / _stab(m))[:, None, None, :] / 4.0
+    xp, xn = np.maximum(x, 0), np.minimum(x, 0)
+    w_p, w_n = np.maximum(W1, 0), np.minimum(W1, 0)
+    s = r_h / _stab(xp @ w_p + xn @ w_n + np.maximum(B1, 0))
+    return xp * (s @ w_p.T) + xn * (s @ w_n.T)
 
 
 def untested():

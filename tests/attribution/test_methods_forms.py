@@ -47,7 +47,8 @@ def forms(cnn, tmp_path_factory):
 # and_cases, in test_method_records.py).
 CASES = {"saliency": {}, "gradient_input": {}, "smoothgrad": {"samples": 3, "seed": 1},
          "integrated_gradients": {"steps": 8}, "grad_cam": {}, "guided_backprop": {},
-         "deconvnet": {}, "eps_lrp": {"epsilon": 0.01}, "deeplift": {"baseline": 0.1}}
+         "deconvnet": {}, "eps_lrp": {"epsilon": 0.01}, "deeplift": {"baseline": 0.1},
+         "lrp": {"composite": "epsilon_plus"}}
 
 
 @pytest.mark.parametrize("method", list(method_table.METHODS))

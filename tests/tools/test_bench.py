@@ -151,7 +151,8 @@ def test_embedded_figures_round_trip(bench, sections, tmp_path):
     """--only re-runs one section and takes the others from the report."""
     report = {"training": [{"title": "t", "rows": []}], "construction": [],
               "frozen": [{"error": "a -- b"}], "migrate": None, "cli": None,
-              "keras": [{"error": "x"}], "attribution": None, "config": {"train_repeats": 1},
+              "keras": [{"error": "x"}], "attribution": None, "lrp": None,
+              "config": {"train_repeats": 1},
               "machine": {"nproc": 2},
               "dates": {"training": "2026-01-01 00:00 UTC"}}
     path = tmp_path / "b.md"
@@ -197,6 +198,24 @@ def test_cli_section_shows_both_ratios_and_the_goals(sections):
     assert lines[6].endswith("| 1 | <= 1.5 s: **not met** |")
 
 
+@pytest.mark.slow
+def test_quick_lrp_section_compares_composites_with_the_gradient_and_the_floor(quick_report):
+    """--quick, section 8: a table per model and batch, a row per composite
+    and the floor; every composite's maps explain the target (finite sums)."""
+    status, out = quick_report
+    assert status["returncode"] == 0, status["stderr"]
+    text = out.read_text()
+    section = text.split("## 8. LRP composites")[1].split("<!--")[0]
+    assert "### MobileNetV2, batch 2 (TensorFlow " in section
+    for row in ("| plain gradient | ", "| lrp epsilon | ", "| lrp epsilon_plus_flat | ",
+                "| floor: layer input kept (dx * x) | "):
+        assert section.count(row) == 1, row
+    data = json.loads(text.split("<!-- bench-data ")[1].split(" -->")[0])
+    (row,) = data["lrp"]
+    assert row["ratio"]["plain gradient"] == 1.0
+    assert all(np.isfinite(v) for v in row["relative_sum_gap"].values())
+
+
 def test_benchmark_modules_stay_small():
     for path in sorted((ROOT / "tools").glob("bench*.py")):
         assert len(path.read_text().splitlines()) < 400, path.name
@@ -235,8 +254,9 @@ def test_only_into_a_new_file_writes_no_false_text(cli_only, capsys):
     assert status == 0
     assert "not in this tree yet" not in text and "None" not in text
     assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
-            "attribution." in text)
-    for section in ("training", "construction", "frozen", "migrate", "keras", "attribution"):
+            "attribution, lrp." in text)
+    for section in ("training", "construction", "frozen", "migrate", "keras", "attribution",
+                    "lrp"):
         assert "Run `python tools/bench.py --only %s` to measure it." % section in text
     assert "| python -c pass | 0.100 |" in text
     # The figure is drawn (each missing panel says "not measured") and linked.

@@ -70,3 +70,21 @@ def pair_saliency(reference_env):
                                        os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, PYTHONPATH=path)
     return lambda requests: _run(sys.executable, HERE / "pair_maps.py", requests, env)
+
+
+@pytest.fixture(scope="session")
+def zennit(reference_env):
+    """zennit([request, ...]) -> Zennit's LRP maps for each request
+    (zennit_maps.py, one subprocess in the torch venv)."""
+    return lambda requests: _run(reference_env["captum_python"], HERE / "zennit_maps.py",
+                                 requests)
+
+
+@pytest.fixture(scope="session")
+def innvestigate(reference_env):
+    """innvestigate([request, ...]) -> iNNvestigate's LRP maps for each request
+    (innvestigate_maps.py, one subprocess in its venv: TensorFlow 2.14)."""
+    python = reference_env.get("innvestigate_python")
+    if not python:
+        reference_env_lib.missing("compat/reference_venv.sh printed no innvestigate_python")
+    return lambda requests: _run(python, HERE / "innvestigate_maps.py", requests)
