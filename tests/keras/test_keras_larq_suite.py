@@ -11,9 +11,9 @@ Every test passes, except:
 - `KERAS_2`, `KERAS_2_ONLY_ON_KERAS_3`: tests that rely on Keras 2 internals
   or on files larq's wheel does not ship; each must fail, so that a test
   which starts to pass leaves the list at once;
-- `PENDING`: tests of larq's API that other modules of graph_override.keras
-  provide (optimizers, context, metrics, callbacks, ModelProfile, math,
-  utils, __version__); they may fail until those modules are there.
+- `NOT_OFFERED`: tests of the few parts of larq this package does not offer,
+  each with its reason; they must fail too;
+- `OFFLINE`: tests that download MNIST; they may fail or pass.
 """
 
 import importlib.util
@@ -59,27 +59,63 @@ KERAS_2_ONLY_ON_KERAS_3 = {
     "larq/activations_test.py::test_hard_tanh": "tf.keras.backend.placeholder",
     "larq/activations_test.py::test_leaky_tanh": "tf.keras.backend.placeholder",
 }
-_CONTEXT = "larq.context (quantized_scope, metrics_scope)"
-PENDING = {
-    "larq/optimizers_test.py::*": "larq.optimizers (Bop, CaseOptimizer)",
-    "larq/callbacks_test.py::*": "larq.callbacks.HyperparameterScheduler",
-    "larq/metrics_test.py::*": "larq.metrics.FlipRatio",
-    "larq/context_test.py::*": _CONTEXT,
-    "larq/conftest_test.py::test_quantize_scope[*]": _CONTEXT,
-    "larq/quantized_variable_test.py::*": "larq.quantized_variable",
-    "larq/quantizers_test.py::test_metrics[*]": _CONTEXT,
-    "larq/layers_test.py::TestLayers::test_binarization[*]": _CONTEXT,
-    "larq/layers_test.py::TestLayers::test_depthwise_layers[*]": _CONTEXT,
-    "larq/layers_test.py::TestLayers::test_separable_layers[*]": _CONTEXT,
-    "larq/quantizers_test.py::test_get_kernel_quantizer_*": _CONTEXT,
-    "larq/models_test.py::test_*profile*": "larq.models.ModelProfile",
-    "larq/models_test.py::test_number_as_readable_str_large": "larq.models.ModelProfile",
-    "larq/models_test.py::test_bitsize_invalid_key": "larq.models.ModelProfile",
-    "larq/math_test.py::*": "larq.math",
-    "larq/utils_test.py::*": "larq.utils",
-    "larq/version_test.py::*": "larq.__version__",
-    "larq/activations_test.py::*": "larq.activations (hard_tanh, leaky_tanh), not yet here",
+_QV = ("larq.quantized_variable.QuantizedVariable, a tf.Variable subclass that quantizes "
+       "on read: Keras 3's variables cannot be subclassed, so it is not offered on either "
+       "Keras (UnavailableNameError names the replacement: the layers' quantizers)")
+_METRICS = ("quantizers compute no training metric (flip_ratio) themselves: Keras 3 layers "
+            "have no add_metric; metrics.FlipRatio replaces it, and a quantizer given "
+            "metrics, or made under context.metrics_scope, raises QuantizerError")
+# Not offered on either Keras, each for the reason given: must fail.
+NOT_OFFERED = {
+    **{"larq/quantized_variable_test.py::%s%s" % (t, params): _QV for t, params in (
+        ("test_assign", "[*]"), ("test_assign_op", "[*]"), ("test_assign_tf_function", "[*]"),
+        ("test_checkpoint", "[*]"), ("test_inheritance", "[*]"),
+        ("test_invalid_wrapped_usage", "[*]"), ("test_method_delegations", "[*]"),
+        ("test_optimizer", "[*]"), ("test_overloads", "[*]"), ("test_read", "[*]"),
+        ("test_read_nested_scopes", "[*]"), ("test_scatter_method_delegations", "[*]"),
+        ("test_sparse_reads", "[*]"), ("test_tensor_equality", "[*]"),
+        ("test_tf_function_control_dependencies", "[*]"),
+        ("test_tf_function_with_variable_and_quantized_variable", ""))},
+    "larq/quantizers_test.py::test_metrics[*]": _METRICS,
+    "larq/quantizers_test.py::test_get_kernel_quantizer_*": (
+        "larq's quantizers.get_kernel_quantizer attaches training metrics to a kernel "
+        "quantizer; " + _METRICS),
+    "larq/layers_test.py::TestLayers::test_binarization[*]": _METRICS,
+    "larq/layers_test.py::TestLayers::test_depthwise_layers[*]": _METRICS,
+    "larq/layers_test.py::TestLayers::test_separable_layers[*]": _METRICS,
+    "larq/models_test.py::test_number_as_readable_str_large": (
+        "larq's private models._number_as_readable_str, not offered"),
+    "larq/models_test.py::test_bitsize_invalid_key": (
+        "larq's private models._bitsize_as_str, not offered"),
 }
+# Tests that download MNIST (tf.keras.datasets.mnist.load_data): they fail
+# where the machine cannot reach the download (tests/keras/test_keras_optimizers.py
+# makes the same checks with random images). Not checked either way.
+OFFLINE = {
+    "larq/optimizers_test.py::TestCaseOptimizer::test_missing_default": "MNIST download",
+    "larq/optimizers_test.py::TestCaseOptimizer::test_wrong_predicate": "MNIST download",
+    "larq/optimizers_test.py::TestCaseOptimizer::test_weights": "MNIST download",
+}
+_LEGACY = ("imports Keras 2's legacy optimizers (tf.keras.optimizers.legacy) or reads "
+           "optimizer.lr, which Keras 3 removed (its optimizers have learning_rate)")
+KERAS_2_ONLY_ON_KERAS_3.update({
+    **dict.fromkeys(["larq/optimizers_test.py::TestBopOptimizer::test_%s" % t for t in (
+        "bop_accuracy", "bop_serialization", "bop_tf_1_14_schedules",
+        "mixed_precision[*]")], _LEGACY),
+    "larq/optimizers_test.py::TestCaseOptimizer::test_checkpoint": _LEGACY,
+    **dict.fromkeys(["larq/callbacks_test.py::TestHyperparameterScheduler::test_%s" % t
+                     for t in ("case_optimizer", "normal_optimizer", "per_step")], _LEGACY),
+    "larq/quantized_variable_test.py::test_saved_model": _QV,
+    "larq/math_test.py::test_*": "tf.keras.backend.placeholder",
+    "larq/metrics_test.py::test_metric_in_graph_mode": (
+        "runs the metric in a TF1 graph (tf.compat.v1), where Keras 3's metrics do not run"),
+    "larq/activations_test.py::test_serialization[hard_tanh]": (
+        "Keras 3 has an activation of its own named hard_tanh, which its activations.get "
+        "returns for the name"),
+    "larq/activations_test.py::test_serialization[leaky_tanh]": (
+        "Keras 3's activations.get finds 'leaky_tanh' only in Keras's global custom "
+        "objects, which this package leaves alone (give the function)"),
+})
 
 # pytest-mock's `mocker`, as much of it as larq's tests use (spy, ANY).
 _CONFTEST = '''
@@ -165,17 +201,17 @@ def _run_larqs_tests(tmp_path):
 @pytest.mark.subprocess
 def test_larqs_own_tests_pass_but_the_listed(tmp_path):
     outcomes, output = _run_larqs_tests(tmp_path)
-    accepted = dict(KERAS_2, **(KERAS_2_ONLY_ON_KERAS_3 if KERAS_3 else {}))
+    accepted = dict(KERAS_2, **NOT_OFFERED, **(KERAS_2_ONLY_ON_KERAS_3 if KERAS_3 else {}))
     failed = {t for t, outcome in outcomes.items() if outcome != "PASSED"}
-    unexpected = failed - _matching(failed, list(accepted) + list(PENDING))
+    unexpected = failed - _matching(failed, list(accepted) + list(OFFLINE))
     # The accepted list cannot go stale: each entry names tests that run and
     # fail.
     stale = [p for p in accepted
              if not _matching(outcomes, [p]) or _matching(outcomes, [p]) - failed]
-    pending = sorted(_matching(failed, PENDING) - _matching(failed, accepted))
-    print("larq's tests: %d passed, %d failed (%d accepted, %d pending)" % (
+    offline = sorted(_matching(failed, OFFLINE) - _matching(failed, accepted))
+    print("larq's tests: %d passed, %d failed (%d accepted, %d offline)" % (
         len(outcomes) - len(failed), len(failed), len(_matching(failed, accepted)),
-        len(pending)))
+        len(offline)))
     assert not unexpected, "larq's tests failing:\n%s\n\n%s" % (
         "\n".join(sorted(unexpected)),
         "\n".join(line for line in output.splitlines()
