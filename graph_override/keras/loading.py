@@ -105,6 +105,8 @@ def _model_from_config(config, path, custom_objects):
                        Model=tf.keras.Model, Sequential=tf.keras.Sequential)
         return legacy.deserialize_keras_object(config, module_objects=objects,
                                                custom_objects=custom_objects)
+    except SerializationError:
+        raise  # says what it refused, and why
     except RecursionError as e:
         raise SerializationError("%s: cannot build the model from its saved config: it "
                                  "is nested too deeply" % path) from e
@@ -291,12 +293,13 @@ def load_larq_model(path, custom_objects=None):
         that holds the config (keras_metadata.pb, the .h5's model_config)
         is damaged: truncated, not UTF-8, not JSON, nested too deeply, not
         a model config, or one Keras cannot build; or a TFOpLambda layer
-        names an op that is not pure. The message names the file and what
-        is wrong with it.
+        names an op that is not pure, or a Lambda layer holds Python
+        code. The message names the file and what is wrong with it.
       FileNotFoundError: nothing at `path`.
     """
     from graph_override.keras.zoo import functions  # pylint: disable=import-outside-toplevel
-    objects = dict(functions.BY_NAME, **(custom_objects or {}))
+    objects = dict(functions.BY_NAME, **functions.MODELS)
+    objects.update(custom_objects or {})
     with tf.keras.utils.custom_object_scope(objects):
         return _load(os.fspath(path), objects)
 

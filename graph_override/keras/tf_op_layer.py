@@ -14,7 +14,9 @@ which layer names what.
 
 `translate` rewrites a model config: each TFOpLambda becomes an `OpLayer`
 whose inputs are the call's tensors (its first argument, then the tensors
-among its keyword arguments) and whose config keeps the rest of the call.
+among its keyword arguments) and whose config keeps the rest of the call. A
+``Lambda`` layer (Python code: Keras 2 saves its bytecode) is refused, on
+both releases, with the way out: the model's builder and its weights.
 """
 
 import tensorflow as tf
@@ -144,7 +146,7 @@ def translate(config, where="the model"):
 
     Raises:
       SerializationError: a TFOpLambda names an op that is not pure, or
-        its inbound nodes are not as Keras 2 writes them.
+        its inbound nodes are not as Keras 2 writes them; a Lambda layer.
     """
     if isinstance(config, list):
         return [translate(c, where) for c in config]
@@ -156,7 +158,20 @@ def translate(config, where="the model"):
     if isinstance(layers, list):
         names = {l.get("name") or (l.get("config") or {}).get("name")
                  for l in layers if isinstance(l, dict)}
-        out["config"] = dict(out["config"], layers=[
-            _translated(l, names, where) if isinstance(l, dict)
-            and l.get("class_name") == "TFOpLambda" else l for l in layers])
+        out["config"] = dict(out["config"], layers=[_layer(l, names, where) for l in layers])
     return out
+
+
+def _layer(layer, names, where):
+    if not isinstance(layer, dict):
+        return layer
+    if layer.get("class_name") == "TFOpLambda":
+        return _translated(layer, names, where)
+    if layer.get("class_name") == "Lambda":
+        raise SerializationError(
+            "%s: layer %r is a Lambda layer, which holds Python code (larq-zoo's MeliusNet22 "
+            "and RealToBinaryNet have them): loading runs no code from a file. Build the "
+            "model in code (graph_override.keras.zoo has larq-zoo's architectures) and load "
+            "this file's weights: weights=PATH, or model.load_weights(PATH)."
+            % (where, (layer.get("config") or {}).get("name", layer.get("name"))))
+    return layer

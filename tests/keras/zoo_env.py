@@ -23,6 +23,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = pathlib.Path(__file__).resolve().parent / "zoo_reference.py"
 
 
+# larq-zoo's models saved on TensorFlow 2.15 for the tests: small inputs (the
+# smallest each takes, near) and 10 classes, for cheap files; TFOps holds ops
+# Keras 2 records as TFOpLambda layers (zoo_reference.py).
+SAVED = ("QuickNetSmall:32:10", "BiRealNet:32:10", "BinaryResNetE18:64:10",
+         "DoReFaNet:64:10", "BinaryAlexNet:64:10", "RealToBinaryNet:32:10",
+         "MeliusNet22:32:10", "BinaryDenseNet28:32:10", "TFOps:8")
+
+
 def python_215():
     """TensorFlow 2.15's python (larq 0.13.3 there), or a skip."""
     if importlib.util.find_spec("larq") is not None:
@@ -66,12 +74,12 @@ def summaries(tmp_path_factory, name, specs):
     return json.loads(path.read_text())
 
 
-def saved_models(tmp_path_factory, name, specs):
-    """The folder where larq-zoo's models of `specs` were saved by larq on
-    TensorFlow 2.15 (NAME.h5, NAME.x.npy, NAME.y.npy)."""
+def saved_models(tmp_path_factory):
+    """The folder where larq-zoo's models of `SAVED` were saved by larq on
+    TensorFlow 2.15 (NAME.h5, NAME.x.npy, NAME.y.npy), once per run."""
     python = python_215()
 
     def write(out):
         out.mkdir()
-        _run(python, ["save", str(out)] + list(specs))
-    return run_cache.shared_file(tmp_path_factory, name, write)
+        _run(python, ["save", str(out)] + list(SAVED))
+    return run_cache.shared_file(tmp_path_factory, "zoo_saved", write)

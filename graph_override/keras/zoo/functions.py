@@ -1,7 +1,8 @@
 """The functions larq-zoo registers with Keras, which its saved models name:
 QuickNet's anti-aliasing initializer, DoReFaNet's kernel quantizer and
 clipped activation, XNORNet's kernel quantizer. `load_larq_model` knows
-them by these names (`BY_NAME`); the builders of graph_override.keras.zoo
+them by these names (`BY_NAME`), and larq-zoo's model classes (`MODELS`);
+the builders of graph_override.keras.zoo
 use them.
 """
 
@@ -10,7 +11,7 @@ import tensorflow as tf
 
 from graph_override.keras import quantizers
 
-__all__ = ["BY_NAME", "blurpool_initializer", "clip_by_value_activation",
+__all__ = ["BY_NAME", "BlurPool", "MODELS", "blurpool_initializer", "clip_by_value_activation",
            "magnitude_aware_sign_unclipped", "xnor_weight_scale"]
 
 
@@ -27,6 +28,18 @@ def blurpool_initializer(shape, dtype=None):
     k = np.outer(taps, taps)
     k = np.repeat(np.expand_dims(k / np.sum(k), -1), filters, axis=-1)
     return tf.constant(np.reshape(k, shape), dtype=dtype or tf.float32)
+
+
+class BlurPool(tf.keras.initializers.Initializer):
+    """`blurpool_initializer` as an initializer class: QuickNet's builder
+    uses it, since Keras 2 cannot read back a function it saved in an
+    ``.h5`` file by name (it saves ``{"class_name": "function"}``)."""
+
+    def __call__(self, shape, dtype=None, **kwargs):
+        return blurpool_initializer(shape, dtype)
+
+    def get_config(self):
+        return {}
 
 
 def magnitude_aware_sign_unclipped(x):
@@ -60,13 +73,15 @@ def xnor_weight_scale(x):
 
 xnor_weight_scale.precision = 1
 
+# larq-zoo's model classes, which its files name: subclasses of Model that add nothing.
+MODELS = {"BinaryDenseNet": tf.keras.Model}
 BY_NAME = {f.__name__: f for f in (blurpool_initializer, magnitude_aware_sign_unclipped,
                                    clip_by_value_activation, xnor_weight_scale)}
 
 
 def _register():
     from graph_override._families import keras_saving  # pylint: disable=import-outside-toplevel
-    keras_saving.register(list(BY_NAME.values()))
+    keras_saving.register(list(BY_NAME.values()) + [BlurPool])
 
 
 _register()

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from graph_override.keras import constraints, layers, quantizers
 from graph_override.keras.zoo import _common
-from graph_override.keras.zoo.functions import blurpool_initializer
+from graph_override.keras.zoo.functions import BlurPool
 
 __all__ = ["QuickNet", "QuickNetLarge", "QuickNetSmall"]
 
@@ -42,7 +42,7 @@ def _residual(x):
 def _transition(x, filters, strides):
     x = _KL.Activation("relu")(x)
     x = _KL.MaxPool2D(pool_size=strides, strides=1)(x)
-    x = _KL.DepthwiseConv2D((3, 3), depthwise_initializer=blurpool_initializer,
+    x = _KL.DepthwiseConv2D((3, 3), depthwise_initializer=BlurPool(),
                             padding="same", strides=strides, trainable=False,
                             use_bias=False)(x)
     x = layers.QuantConv2D(filters, (1, 1), kernel_initializer="glorot_normal",
