@@ -5,16 +5,18 @@ A larq script runs after changing its import line to
 ``lq.constraints`` and ``lq.models.summary`` mirror larq 0.13's modules, with
 forward values and gradients bitwise larq's. Models with these layers save
 and load by name (``.keras``, ``.h5``) with no ``custom_objects``; models
-that larq saved load with `load_larq_model`. On Keras 3, ``model.fit`` under
+that larq and larq-zoo saved load with `load_larq_model`, and ``lq.zoo``
+builds larq-zoo's architectures. On Keras 3, ``model.fit`` under
 MultiWorkerMirroredStrategy needs `enable_multi_worker_fit` (an upstream
 bug). See docs/guide/keras.md.
 """
 
 from graph_override.keras import constraints, distribute, layers, loading, models, quantizers
+from graph_override.keras import zoo
 from graph_override.keras.distribute import disable_multi_worker_fit, enable_multi_worker_fit
 from graph_override.keras.loading import larq_custom_objects, load_larq_model
 from graph_override.keras.models import summary
 
 __all__ = ["constraints", "disable_multi_worker_fit", "distribute", "enable_multi_worker_fit",
            "larq_custom_objects", "layers", "load_larq_model", "loading",
-           "models", "quantizers", "summary"]
+           "models", "quantizers", "summary", "zoo"]
