@@ -14,7 +14,8 @@ Sections (each a table in the report, each measured by its own module):
      `python -c "import tensorflow"` (bench_cli.py);
   6. graph_override.keras's quantized layers: a training step against float
      layers and against larq's own (TensorFlow 2.15), peak memory against
-     float layers (bench_keras.py);
+     float layers (bench_keras.py); larq-zoo's QuickNet against the same
+     model with float layers and against larq-zoo's own (bench_zoo.py);
   7. attribution maps (gradient x input, guided backprop, epsilon-LRP,
      DeepLIFT) of a frozen MobileNetV2 against its plain gradient, and PAIR's
      saliency.tf1 guided backprop beside them (bench_attribution.py);
@@ -65,7 +66,8 @@ FULL = dict(
     migrate=[(20, 400), (80, 400)],
     cli_repeats=9,
     keras=dict(size=16, width=16, batch=64, repeats=15, steps=5, memory_repeats=5,
-               deep=(6, 64, 128)),
+               deep=(6, 64, 128),
+               zoo=dict(model="QuickNet", size=64, batch=16, repeats=9, steps=2)),
     attribution=dict(size=224, alpha=1.0, batches=[1, 32], repeats=5),
     lrp=dict(models=["MobileNetV2", "ResNet50"], size=224, batches=[1, 32], repeats=3),
 )
@@ -77,7 +79,8 @@ QUICK = dict(
     migrate=[(3, 60)],
     cli_repeats=1,
     keras=dict(size=8, width=4, batch=16, repeats=2, steps=2, memory_repeats=1,
-               deep=(2, 8, 8)),
+               deep=(2, 8, 8),
+               zoo=dict(model="QuickNetSmall", size=32, batch=4, repeats=2, steps=1)),
     # One batch size: each (batch, allocator) is a process that builds and
     # traces the model for every method, the longest part of a quick run.
     attribution=dict(size=32, alpha=0.35, batches=[2], repeats=2),

@@ -25,6 +25,9 @@ QuantDense x 2, binarized inputs and kernels, ``weight_clip``):
    that count; the peak after warm-up), and VmHWM under that allocator and
    under the default one (malloc).
 
+5. larq-zoo's QuickNet, built by graph_override.keras.zoo, against the same
+   model with float layers and against larq-zoo's own (bench_zoo.py).
+
 A ratio is the median over repetitions of the ratio within each one.
 Run on its own: ``python tools/bench_keras.py step|memory|larq|tensors ARGS`` (what
 the section starts as child processes) prints one JSON line.
@@ -206,12 +209,13 @@ def child(argv):
     print(json.dumps(result))
 
 
-def _run_child(python, args, log, script=__file__, **env_vars):
-    """The JSON a child process (`script`) printed, or {"error": ...}."""
+def _run_child(python, args, log, script=None, path=(), **env_vars):
+    """The JSON a child process (`script`, default this file's, with `path`
+    on its PYTHONPATH after the repository) printed, or {"error": ...}."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **env_vars,
-               PYTHONPATH=os.pathsep.join([str(ROOT)] + [
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + list(path) + [
                    p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    proc = subprocess.run([str(python), script] + [str(a) for a in args],
+    proc = subprocess.run([str(python), str(script or __file__)] + [str(a) for a in args],
                           capture_output=True, text=True, env=env, cwd=str(ROOT))
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -330,6 +334,8 @@ def bench_section(cfg, log):
     rows += _memory_rows(sys.executable, ("quantized", "float"), shape, k, log, arenas=1)
     log("keras: peak memory of a deeper network, under both CPU allocators")
     rows += _deep_rows(k, log)
+    from bench_zoo import zoo_rows  # pylint: disable=import-outside-toplevel
+    rows += zoo_rows(k, log)
     if not VENV_215.exists():
         rows.append({"error": "no TensorFlow 2.15 Python at %s (compat/run.sh builds it; "
                               "BENCH_PYTHON_215 names another): larq's layers not "

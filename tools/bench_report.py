@@ -132,8 +132,11 @@ def _keras_section(rows):
             "processes, those of a repetition in a rotating order), and what the "
             "training adds to it: `VmHWM` less the resident memory after the imports, "
             "which every side shares; under TensorFlow 2.15 larq's own layers are "
-            "measured the same way. A ratio is ours to theirs, the median of the "
-            "ratios within each repetition; lower is better.")
+            "measured the same way. The QuickNet rows (`tools/bench_zoo.py`): larq-zoo's "
+            "QuickNet built by `graph_override.keras.zoo`, trained the same way against "
+            "the same model with float layers (same weights), and, in TensorFlow 2.15's "
+            "venv, against larq-zoo 2.3.2's own. A ratio is ours to theirs, the median of "
+            "the ratios within each repetition; lower is better.")
     table = _table(
         ["comparison", "TensorFlow", "repetitions", "ours", "theirs", "ratio", "goal"],
         [[r["comparison"], r["tensorflow"], r["repeats"], "%.2f %s" % (r["ours"], r["unit"]),

@@ -7,12 +7,14 @@ CaseOptimizer), ``lq.context``, ``lq.metrics``, ``lq.callbacks``,
 ``lq.activations``, ``lq.math`` and ``lq.utils`` mirror larq 0.13's modules,
 with forward values, gradients and Bop's steps bitwise larq's. Models with these layers save
 and load by name (``.keras``, ``.h5``) with no ``custom_objects``; models
-that larq saved load with `load_larq_model`. On Keras 3, ``model.fit`` under
+that larq and larq-zoo saved load with `load_larq_model`, and ``lq.zoo``
+builds larq-zoo's architectures. On Keras 3, ``model.fit`` under
 MultiWorkerMirroredStrategy needs `enable_multi_worker_fit` (an upstream
 bug). See docs/guide/keras.md.
 """
 
 from graph_override.keras import constraints, distribute, layers, loading, models, quantizers
+from graph_override.keras import zoo
 from graph_override.keras.distribute import disable_multi_worker_fit, enable_multi_worker_fit
 from graph_override.keras.loading import larq_custom_objects, load_larq_model
 from graph_override.keras.models import summary
@@ -32,4 +34,4 @@ __getattr__ = _module_getattr(__name__)
 __all__ = ["activations", "callbacks", "constraints", "context", "disable_multi_worker_fit",
            "distribute", "enable_multi_worker_fit", "larq_custom_objects", "layers",
            "load_larq_model", "loading", "math", "metrics", "models", "optimizers",
-           "quantizers", "summary", "utils"]
+           "quantizers", "summary", "utils", "zoo"]

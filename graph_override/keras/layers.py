@@ -47,8 +47,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 _K = tf.keras.layers
-# Activations whose output Keras's crossentropy traces back to the logits.
-_LOGIT_ACTIVATIONS = (tf.keras.activations.softmax, tf.keras.activations.sigmoid)
 
 
 @contextlib.contextmanager
@@ -122,9 +120,14 @@ def _keeping_the_input(layer, call, inputs, replaced, parts):
     value, input_gradient = parts
     inputs = tf.convert_to_tensor(inputs)
     compact = layer.input_quantizer.compact(inputs.dtype)
+    # The activation is applied after, outside: the gradient of most (relu,
+    # sigmoid) reads their output, which would run the layer's op again in
+    # the backward pass (QuickNet's convolutions twice as slow).
+    activation = getattr(layer, "activation", None)
+    unset = [] if activation is None else [("activation", None)]
 
     def forward(x, values):
-        with _replaced(layer, list(zip(slots, values))):
+        with _replaced(layer, list(zip(slots, values)) + unset):
             return call(x)
 
     @tf.custom_gradient
@@ -155,7 +158,8 @@ def _keeping_the_input(layer, call, inputs, replaced, parts):
             return grads[:len(sources)], grads[len(sources):]
         return forward(quantized, values), gradient
 
-    return quantized_call(inputs, *[v for _, v in replaced])
+    outputs = quantized_call(inputs, *[v for _, v in replaced])
+    return outputs if activation is None else activation(outputs)
 
 
 class _QuantizedLayer:
@@ -223,12 +227,8 @@ class _QuantizedLayer:
             # dtype policy: the backward pass runs outside the layer's call.
             if getattr(self, "bias", None) is not None:
                 replaced.append(("bias", tf.convert_to_tensor(self.bias)))
-            activation = getattr(self, "activation", None)
-            if activation in _LOGIT_ACTIVATIONS:  # where Keras's crossentropy sees the logits
-                def call(x, _call=call):
-                    with _replaced(self, [("activation", tf.keras.activations.linear)]):
-                        return _call(x)
-                return activation(_keeping_the_input(self, call, inputs, replaced, parts))
+            # The activation is applied outside the recomputing gradient, so
+            # Keras's crossentropy sees the logits of a softmax or sigmoid.
             return _keeping_the_input(self, call, inputs, replaced, parts)
         if self.input_quantizer is not None:
             inputs = self.input_quantizer(inputs)

@@ -10,6 +10,12 @@ classes sit in Keras's global registry under their bare names
 ``custom_objects`` it is given, so the model would load without error and
 without quantization. A renamed config never asks for a bare name.
 
+Keras 2's TFOpLambda layers (``x + y`` on symbolic tensors, as larq-zoo's
+QuickNet adds its residuals) become the pure op they name, or are refused
+by name (graph_override.keras.tf_op_layer). Functions larq-zoo registered
+(QuickNet's initializer, DoReFaNet's quantizer) are known by name;
+``custom_objects`` names the user's own.
+
 `larq_custom_objects` is the plain mapping, for code that calls
 ``keras.models.load_model`` itself (safe where larq was never imported).
 """
@@ -22,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from graph_override.errors import SerializationError
-from graph_override.keras import constraints, layers, quantizers
+from graph_override.keras import constraints, layers, quantizers, tf_op_layer
 
 __all__ = ["larq_custom_objects", "load_larq_model"]
 
@@ -51,6 +57,9 @@ def _renamed(config, names):
     out = {k: _renamed(v, names) for k, v in config.items()}
     name = out.get("class_name")
     larq_module = str(out.get("module") or "larq").startswith("larq")
+    if name == "DepthwiseConv2D" and isinstance(out.get("config"), dict) \
+            and hasattr(tf.keras, "ops") and out["config"].get("groups") == 1:
+        del out["config"]["groups"]  # Keras 2 saves it; Keras 3's layer has none
     if isinstance(name, str) and name in names and larq_module:
         cls = names[name]
         if cls in layers.LAYERS:
@@ -83,17 +92,21 @@ def _drop_keras_2_only(cls, config):
         del config[key]
 
 
-def _model_from_config(config, path):
+def _model_from_config(config, path, custom_objects):
     legacy = getattr(getattr(tf.keras, "legacy", None), "saving", None)
     try:
-        config = _renamed(config, larq_custom_objects())
+        config = _renamed(tf_op_layer.translate(config, path), larq_custom_objects())
         if legacy is None:  # Keras 2 reads its own configs
-            return tf.keras.models.model_from_json(json.dumps(config))
+            return tf.keras.models.model_from_json(json.dumps(config),
+                                                   custom_objects=custom_objects)
         # Keras 3 reads Keras 2's configs with its legacy deserializer, as
         # its own .h5 loader does.
         objects = dict(vars(tf.keras.layers), Functional=tf.keras.Model,
                        Model=tf.keras.Model, Sequential=tf.keras.Sequential)
-        return legacy.deserialize_keras_object(config, module_objects=objects)
+        return legacy.deserialize_keras_object(config, module_objects=objects,
+                                               custom_objects=custom_objects)
+    except SerializationError:
+        raise  # says what it refused, and why
     except RecursionError as e:
         raise SerializationError("%s: cannot build the model from its saved config: it "
                                  "is nested too deeply" % path) from e
@@ -105,7 +118,7 @@ def _model_from_config(config, path):
                                  % (path, type(e).__name__, e)) from e
 
 
-def _load_h5(path):
+def _load_h5(path, custom_objects):
     import h5py  # pylint: disable=import-outside-toplevel
     with h5py.File(path, "r") as f:
         config = f.attrs.get("model_config")
@@ -113,7 +126,7 @@ def _load_h5(path):
         raise SerializationError("%s has no model config (weights only?); build the "
                                  "model in code and use model.load_weights." % path)
     config = _model_json(config, path, "its model_config")
-    model = _model_from_config(config, path)
+    model = _model_from_config(config, path, custom_objects)
     model.load_weights(path)
     return model
 
@@ -223,10 +236,10 @@ def _short(name):
     return name.split("/")[-1].split(":")[0]
 
 
-def _load_saved_model(path):
+def _load_saved_model(path, custom_objects):
     meta = _saved_model_config(path)
     model = _model_from_config({"class_name": meta["class_name"], "config": meta["config"]},
-                               path)
+                               path, custom_objects)
     reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
     saved = reader.get_variable_to_shape_map()
     weighted = [l for l in model.layers if l.weights]
@@ -260,10 +273,13 @@ def _load_saved_model(path):
     return model
 
 
-def load_larq_model(path):
+def load_larq_model(path, custom_objects=None):
     """The model larq saved at `path` (``.h5`` file or SavedModel folder),
     built from this package's layers and quantizers, with its weights: the
     same outputs as under larq. It is not compiled (compile it to train).
+    `custom_objects` ({saved name: function or class}) names the
+    functions of your own the model was saved with (a quantizer, an
+    initializer); larq-zoo's are known.
 
     Example (with larq's file under TensorFlow 2.21 / Keras 3)::
 
@@ -276,17 +292,25 @@ def load_larq_model(path):
         weight has no saved value or one of another shape; or the file
         that holds the config (keras_metadata.pb, the .h5's model_config)
         is damaged: truncated, not UTF-8, not JSON, nested too deeply, not
-        a model config, or one Keras cannot build. The message names the
-        file and what is wrong with it.
+        a model config, or one Keras cannot build; or a TFOpLambda layer
+        names an op that is not pure, or a Lambda layer holds Python
+        code. The message names the file and what is wrong with it.
       FileNotFoundError: nothing at `path`.
     """
-    path = os.fspath(path)
+    from graph_override.keras.zoo import functions  # pylint: disable=import-outside-toplevel
+    objects = dict(functions.BY_NAME, **functions.MODELS)
+    objects.update(custom_objects or {})
+    with tf.keras.utils.custom_object_scope(objects):
+        return _load(os.fspath(path), objects)
+
+
+def _load(path, custom_objects):
     if os.path.isdir(path):
-        return _load_saved_model(path)
+        return _load_saved_model(path, custom_objects)
     if not os.path.exists(path):
         raise FileNotFoundError("load_larq_model: no file or folder %s" % path)
     with open(path, "rb") as f:
         if f.read(8) != b"\x89HDF\r\n\x1a\n":
             raise SerializationError("%s is neither an HDF5 file (.h5) nor a SavedModel "
                                      "folder." % path)
-    return _load_h5(path)
+    return _load_h5(path, custom_objects)

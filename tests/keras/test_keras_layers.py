@@ -382,3 +382,40 @@ def test_summary_without_macs_keeps_the_tables_mac_columns_as_larq():
     lq.models.summary(model, print_fn=without.append, include_macs=False)
     assert without[0] == with_macs[0] and "1-bit MACs" in without[0]
     assert "Number of MACs" in with_macs[1] and "MACs" not in without[1]
+
+
+def _ops_reaching(graph, tensors):
+    """The types of the ops the values `tensors` depend on, with repeats."""
+    seen, stack, found = set(), [t.op for t in tensors], []
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen.add(op.name)
+        found.append(op.type)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return found
+
+
+@pytest.mark.parametrize("activation", ["relu", "sigmoid"])
+def test_activation_does_not_run_the_convolution_again_in_the_backward_pass(activation):
+    """With a quantized input, the gradient recomputes what it needs of the
+    layer; an activation whose gradient reads its output (relu, sigmoid)
+    is applied outside, so the convolution is not run a second time for it
+    (QuickNet's binary convolutions end with relu)."""
+    layer = lq.layers.QuantConv2D(4, 3, input_quantizer="ste_sign", kernel_quantizer="ste_sign",
+                                  kernel_constraint="weight_clip", activation=activation)
+    x = tf.random.stateless_uniform((2, 6, 6, 3), (1, 2), -1, 1)
+    layer.build(x.shape)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+        return [y] + tape.gradient(y, [x] + layer.trainable_weights)
+    graph = step.get_concrete_function(x).graph
+    ops = _ops_reaching(graph, graph.outputs)
+    assert ops.count("Conv2D") == 1
+    assert ops.count("Conv2DBackpropInput") == ops.count("Conv2DBackpropFilter") == 1

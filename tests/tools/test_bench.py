@@ -414,6 +414,24 @@ def test_quick_keras_section_compares_with_float_and_larq(quick_run):
         assert "larq's layers not measured" in section
 
 
+def test_quick_keras_section_times_quicknet_against_float_and_larq_zoo(quick_run):
+    """--quick, section 6: larq-zoo's QuickNetSmall built by
+    graph_override.keras.zoo, against the same model with float layers (goal
+    1.1) and, where TensorFlow 2.15's Python is known, larq-zoo's own (goal 1.0)."""
+    status, out = quick_run
+    assert status["returncode"] == 0, status["stderr"]
+    section = out.read_text().split("## 6. Quantized Keras layers")[1].split("<!--")[0]
+    cell = r"\| [0-9.]+ ms \| [0-9.]+ ms \| \*\*[0-9.]+\*\* \| <= %s: "
+    what = r"training step: QuickNetSmall at 32x32, batch 4 \(graph_override.keras.zoo\) "
+    assert re.search(r"\| " + what + r"against the same model with float layers \| %s \| 2 "
+                     % re.escape(tf.__version__) + cell % "1.10", section)
+    if status["env"] == sys.executable:
+        assert re.search(r"\| " + what + r"against larq-zoo 2.3.2's \| 2\.15\.[0-9]+ \| 2 "
+                         + cell % "1.00", section)
+    else:
+        assert "larq-zoo's QuickNet not measured" in section
+
+
 def test_keras_section_text_names_errors_and_goals(sections):
     rows = [dict(comparison="training step: a", ours=1.2, theirs=1.0, ratio=1.2, goal=1.15,
                  unit="ms", tensorflow="2.21.0", repeats=7),
