@@ -132,8 +132,11 @@ class MethodSpec:
         return tuple(sorted({k for _, params in self.rules.values() for k in params}))
 
 
-def _spec(name, estimator, ops, params, baseline, times_input, summary):
-    rules = {op: (estimator, types.MappingProxyType(dict(params))) for op in ops}
+def _spec(name, estimator, ops, params, baseline, times_input, summary, more=()):
+    """A `MethodSpec`: `estimator` on `ops`, and each (estimator, ops) of
+    `more` (DeepLIFT's MaxPool and Softmax rules), all with `params`."""
+    rules = {op: (e, types.MappingProxyType(dict(params)))
+             for e, group in ((estimator, ops),) + tuple(more) for op in group}
     return MethodSpec(name, types.MappingProxyType(rules), baseline, times_input, summary)
 
 
@@ -159,7 +162,8 @@ METHODS = types.MappingProxyType({s.name: s for s in (
           "Ancona et al., 2018)"),
     _spec("deeplift", "deeplift_rescale", NONLINEAR_OPS, {"shared_reference": False}, True,
           True,
-          "DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)"),
+          "DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)",
+          more=(("deeplift_maxpool", ("MaxPool",)), ("deeplift_softmax", ("Softmax",)))),
 )})
 
 
