@@ -1,6 +1,6 @@
 """Attribution maps through gradient overrides, for every kind of TensorFlow
 model: saliency, gradient x input, Integrated Gradients, SmoothGrad, guided
-backprop, deconvnet, epsilon-LRP, DeepLIFT (rescale) and Grad-CAM.
+backprop, deconvnet, epsilon-LRP, DeepLIFT (rescale), Grad-CAM and occlusion.
 
 A model is a frozen GraphDef (message or path, with `inputs` and `outputs`
 tensor names), a `tf.compat.v1` graph in a Session (`session=` and its
@@ -44,7 +44,7 @@ _NAMES = dict(
         "AttributionWarning", "CoverageWarning", "VanishingMapsWarning")]
     + [(n, "graph_override.attribution.functions") for n in (
         "deconvnet", "deeplift", "eps_lrp", "grad_cam", "gradient_input", "guided_backprop",
-        "integrated_gradients", "saliency", "smoothgrad")]
+        "integrated_gradients", "occlusion", "saliency", "smoothgrad")]
     + [("AttributionError", "graph_override.errors")])
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "guided_backprop",
     "integrated_gradients",
     "method_spec",
+    "occlusion",
     "rule_strings",
     "saliency",
     "smoothgrad",

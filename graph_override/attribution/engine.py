@@ -20,7 +20,8 @@ import warnings
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
-from graph_override.attribution import checks, coverage, gradcam, methods, models, targets
+from graph_override.attribution import (checks, coverage, gradcam, methods, models,
+                                        occlusions, targets)
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.estimators import normalize
@@ -39,6 +40,7 @@ _METHODS = {
     "eps_lrp": methods.eps_lrp,
     "deeplift": methods.deeplift,
     "grad_cam": gradcam.grad_cam,
+    "occlusion": occlusions.occlusion,
 }
 
 
@@ -173,7 +175,7 @@ class Explainer:
         Args:
           method: a name of `graph_override.attribution.METHODS` (saliency,
             gradient_input, integrated_gradients, smoothgrad, guided_backprop,
-            deconvnet, eps_lrp, deeplift, grad_cam).
+            deconvnet, eps_lrp, deeplift, grad_cam, occlusion).
           x: the inputs, first dimension the examples (ndarray or tensor,
             float).
           target: what to explain per example: None (the argmax of the
@@ -182,7 +184,8 @@ class Explainer:
             per example.
           **options: the method's options (see `graph_override.attribution`:
             abs, baseline, steps, rule, stdev_spread, samples, seed,
-            magnitude, internal_batch_size, epsilon, layer, resize).
+            magnitude, internal_batch_size, epsilon, layer, resize, patch,
+            stride).
 
         Returns:
           An `Attribution`: ``maps`` (x's shape; Grad-CAM: the layer's

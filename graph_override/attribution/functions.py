@@ -16,7 +16,7 @@ formulas and conventions.
 from graph_override.attribution.engine import attribute
 
 __all__ = ["deconvnet", "deeplift", "eps_lrp", "grad_cam", "gradient_input", "guided_backprop",
-           "integrated_gradients", "saliency", "smoothgrad"]
+           "integrated_gradients", "occlusion", "saliency", "smoothgrad"]
 
 
 def saliency(model, x, target=None, *, inputs=None, outputs=None, session=None, rules=(),
@@ -114,3 +114,29 @@ def grad_cam(model, x, target=None, *, inputs=None, outputs=None, session=None, 
     return attribute(model, "grad_cam", x, target, inputs=inputs, outputs=outputs,
                      session=session, rules=rules, allow_ops=allow_ops, layer=layer,
                      resize=resize)
+
+
+def occlusion(model, x, target=None, *, inputs=None, outputs=None, session=None, rules=(),
+              allow_ops=(), patch, stride=1, baseline=None, internal_batch_size=256):
+    """Occlusion (Zeiler and Fergus, 2014), as Captum's `Occlusion`: each
+    element's map is the mean, over the patches that cover it, of f(x) -
+    f(x with the patch set to `baseline`) at the target.
+
+    `patch` and `stride`: an int (that size on every axis of an example but
+    the last, taken whole: an image's channels) or a tuple for the leading
+    axes (the rest whole); the patches start at 0 every `stride` until one
+    reaches the end, one crossing it is cut there. `baseline`: the occluded
+    value (None: 0; a number; one example's array; x's shape).
+    `internal_batch_size`: rows per model call (several patches per call).
+
+    Example:
+      >>> import numpy as np, tensorflow as tf
+      >>> from graph_override import attribution
+      >>> f = lambda x: tf.reduce_sum(x * x, axis=1, keepdims=True)
+      >>> attribution.occlusion(f, np.array([[1.0, 2.0, 3.0]], "float32"), 0,
+      ...                       patch=2).maps
+      array([[ 5.,  9., 13.]], dtype=float32)
+    """
+    return attribute(model, "occlusion", x, target, inputs=inputs, outputs=outputs,
+                     session=session, rules=rules, allow_ops=allow_ops, patch=patch,
+                     stride=stride, baseline=baseline, internal_batch_size=internal_batch_size)

@@ -9,6 +9,7 @@ op types' gradients replaced by a rule (an estimator of
 | method | rules (op type -> estimator) | baseline |
 |---|---|---|
 | saliency, gradient_input, integrated_gradients, smoothgrad, grad_cam | none: the model's own gradient | IG only (zeros by default) |
+| occlusion | none: no gradient (the model's outputs on occluded copies) | the occluded patches' value (zeros by default) |
 | guided_backprop | Relu, Relu6, LeakyRelu -> guided_relu | no |
 | deconvnet | Relu, Relu6, LeakyRelu -> deconv_relu | no |
 | eps_lrp | the nonlinear ops -> eps_lrp(epsilon) | no |
@@ -152,6 +153,9 @@ METHODS = types.MappingProxyType({s.name: s for s in (
     _spec("grad_cam", None, (), {}, False, False,
           "ReLU of a layer's activations weighted by their mean gradient "
           "(Selvaraju et al., 2017)"),
+    _spec("occlusion", None, (), {}, True, False,
+          "fall of the target when a sliding patch is set to the baseline, averaged "
+          "over the patches (Zeiler and Fergus, 2014)"),
     _spec("guided_backprop", "guided_relu", RELU_OPS, {}, False, False,
           "gradient passing only positive signals through ReLUs "
           "(Springenberg et al., 2015)"),

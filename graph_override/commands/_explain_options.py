@@ -6,7 +6,7 @@ with the method given. Nothing here imports TensorFlow."""
 import argparse
 
 __all__ = ["METHOD_FLAGS", "add_allow_option", "add_map_option", "add_method_options",
-           "check_options", "parse_maps", "target", "positive"]
+           "baseline_number", "check_options", "parse_maps", "target", "positive"]
 
 
 def target(text):
@@ -48,6 +48,23 @@ def _number(text, positive):
     return value
 
 
+def _shape(text):
+    """3 or 3,3 (a patch or a stride: an int, or one per leading axis)."""
+    try:
+        values = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        values = (0,)
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError(
+            "expected a size N >= 1 or N1,N2,... (one per leading axis of an example), "
+            "got %r" % text)
+    return values[0] if len(values) == 1 else values
+
+
+def _rows(text):
+    return positive(text, "rows")
+
+
 def _epsilon(text):
     return _number(text, positive=True)
 
@@ -69,6 +86,10 @@ METHOD_FLAGS = (
     ("--epsilon", "epsilon", ("eps_lrp",)),
     ("--layer", "layer", ("grad_cam",)),
     ("--resize", "resize", ("grad_cam",)),
+    ("--patch", "patch", ("occlusion",)),
+    ("--stride", "stride", ("occlusion",)),
+    ("--internal-batch-size", "internal_batch_size",
+     ("integrated_gradients", "smoothgrad", "occlusion")),
 )
 
 
@@ -97,6 +118,14 @@ def add_method_options(parser):
                              "4-D tensor before the output)")
     parser.add_argument("--resize", action="store_const", const=True,
                         help="grad_cam: resize the maps to the input's height and width")
+    parser.add_argument("--patch", type=_shape, metavar="N[,N...]",
+                        help="occlusion: the patch's size (N: on every axis of an example "
+                             "but the last, which is whole; N1,N2: the leading axes)")
+    parser.add_argument("--stride", type=_shape, metavar="N[,N...]",
+                        help="occlusion: the step between patches, as --patch (default 1)")
+    parser.add_argument("--internal-batch-size", type=_rows, metavar="ROWS",
+                        help="integrated_gradients, smoothgrad, occlusion: rows per model "
+                             "call (default: one step or sample per call; occlusion 256)")
 
 
 def add_map_option(parser, help_text):
@@ -120,6 +149,16 @@ def add_allow_option(parser):
                              "PrintV2, ...; see `inspect`); repeat for more")
 
 
+def baseline_number(text):
+    """The number --baseline gives (0.5, -1, 1e-3), or None for zeros or a
+    file (a file named like a number: ./0.5)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if value - value == 0 else None  # finite
+
+
 def parse_maps(maps):
     """(rules, op types): the `Rule` s of ``--map`` values (a user's
     ``MODULE:FUNCTION`` imported and registered, as `frozen.parse_rule` does)
@@ -135,12 +174,15 @@ def parse_maps(maps):
 
 
 def check_options(args, spec):
-    """None, or why --baseline or --steps does not go with the method."""
+    """None, or why --baseline, --steps or a method's flag does not go with
+    the method (or occlusion has no --patch)."""
     if args.baseline is not None and not spec.baseline:
-        return "--baseline: %s takes no baseline (integrated_gradients and deeplift do)" % (
-            spec.name)
+        return ("--baseline: %s takes no baseline (integrated_gradients, deeplift and "
+                "occlusion do)" % spec.name)
     if args.steps is not None and spec.name != "integrated_gradients":
         return "--steps: only integrated_gradients takes steps, not %s" % spec.name
+    if spec.name == "occlusion" and getattr(args, "patch", None) is None:
+        return "--patch: occlusion needs the patch's size, e.g. --patch 3 (3x3 on an image)"
     for flag, key, methods in METHOD_FLAGS:
         if getattr(args, key, None) is not None and spec.name not in methods:
             return "%s: only %s takes it, not %s" % (flag, " and ".join(methods), spec.name)

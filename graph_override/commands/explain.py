@@ -9,8 +9,8 @@ import sys
 
 from graph_override.commands._explain_options import (METHOD_FLAGS, add_allow_option,  # noqa: F401  (METHOD_FLAGS, parse_maps: explain's table and reader, used by inspect and the tests)
                                                        add_map_option, add_method_options,
-                                                       check_options, parse_maps, positive,
-                                                       target)
+                                                       baseline_number, check_options,
+                                                       parse_maps, positive, target)
 from graph_override.commands._explain_data import read_array
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
@@ -31,12 +31,14 @@ DESCRIPTION = (
     "Methods and their options (an option of another method is a usage error):\n"
     "  saliency              --no-abs (the signed gradient, not its absolute value)\n"
     "  gradient_input\n"
-    "  integrated_gradients  --baseline, --steps, --rule\n"
-    "  smoothgrad            --seed, --samples, --stdev-spread, --magnitude\n"
+    "  integrated_gradients  --baseline, --steps, --rule, --internal-batch-size\n"
+    "  smoothgrad            --seed, --samples, --stdev-spread, --magnitude,\n"
+    "                        --internal-batch-size\n"
     "  guided_backprop, deconvnet\n"
     "  eps_lrp               --epsilon\n"
     "  deeplift              --baseline\n"
     "  grad_cam              --layer, --resize\n"
+    "  occlusion             --patch, --stride, --baseline, --internal-batch-size\n"
     "SmoothGrad draws new noise at every run unless --seed is given: two runs\n"
     "with the same --seed write the same maps. --target K explains class K of\n"
     "every example (K1,K2,... one per example); the default is each example's\n"
@@ -73,6 +75,7 @@ EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method integrated_gradients --data x.npy --baseline blurred.npy --steps 100 --rule riemann_middle -o ig.npy
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method smoothgrad --data x.npy --seed 0 --samples 25 -o sg.npy
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method grad_cam --data x.npy --layer conv2/Relu:0 --resize -o cam.npy
+  graph-override explain model.pb --inputs x:0 --outputs logits:0 --method occlusion --data x.npy --patch 3 --stride 2 --baseline 0.5 -o occ.npy
   graph-override inspect model.pb --method deeplift --inputs x:0 --outputs logits:0   # coverage only"""
 
 
@@ -90,9 +93,11 @@ def configure(parser):
     parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
-    parser.add_argument("--baseline", metavar="zeros|FILE.npy",
-                        help="integrated_gradients and deeplift: the reference input, "
-                             "one per example or one for all (default zeros)")
+    parser.add_argument("--baseline", metavar="zeros|NUMBER|FILE.npy",
+                        help="integrated_gradients, deeplift and occlusion: the reference "
+                             "input (occlusion: what a patch becomes), a number for every "
+                             "element, or an array, one per example or one for all "
+                             "(default zeros)")
     parser.add_argument("--steps", type=positive, metavar="N",
                         help="integrated_gradients: points of the path (default 50)")
     add_method_options(parser)
@@ -145,7 +150,8 @@ def _check_outputs(args):
     if args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
     reads = [args.model, args.data] + (
-        [args.baseline] if args.baseline not in (None, "zeros") else [])
+        [args.baseline] if args.baseline not in (None, "zeros")
+        and baseline_number(args.baseline) is None else [])
     for flag, path in outs:
         for read in reads:
             if _same(path, read):
@@ -191,8 +197,10 @@ def check(args):
         args.data_array = read_array(args.data, "--data")
         if args.data_array.shape[0] == 0:
             return "--data %s holds no examples (its first dimension is 0)" % args.data
-        args.baseline_array = (None if args.baseline in (None, "zeros")
-                          else read_array(args.baseline, "--baseline"))
+        number = baseline_number(args.baseline)
+        args.baseline_array = (None if args.baseline in (None, "zeros") else number
+                               if number is not None else read_array(args.baseline,
+                                                                     "--baseline"))
     except AttributionError as e:
         return str(e)
     return None

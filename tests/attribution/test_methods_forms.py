@@ -44,7 +44,8 @@ def forms(cnn, tmp_path_factory):
 
 METHODS = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 3, "seed": 1}),
            ("integrated_gradients", {"steps": 8}), ("grad_cam", {}), ("guided_backprop", {}),
-           ("deconvnet", {}), ("eps_lrp", {"epsilon": 0.01}), ("deeplift", {"baseline": 0.1})]
+           ("deconvnet", {}), ("eps_lrp", {"epsilon": 0.01}), ("deeplift", {"baseline": 0.1}),
+           ("occlusion", {"patch": 3, "stride": 2, "baseline": 0.1})]
 
 
 def test_every_method_is_compared_across_the_forms():

@@ -9,9 +9,9 @@ from graph_override.errors import AttributionError
 def test_every_method_is_listed_with_its_rules_and_baseline():
     assert list(method_table.METHODS) == [
         "saliency", "gradient_input", "integrated_gradients", "smoothgrad", "grad_cam",
-        "guided_backprop", "deconvnet", "eps_lrp", "deeplift"]
+        "occlusion", "guided_backprop", "deconvnet", "eps_lrp", "deeplift"]
     assert {m for m, s in method_table.METHODS.items() if s.baseline} == {
-        "integrated_gradients", "deeplift"}
+        "integrated_gradients", "deeplift", "occlusion"}
     assert set(method_table.METHODS["guided_backprop"].rules) == set(method_table.RELU_OPS)
     assert set(method_table.METHODS["deeplift"].rules) == set(method_table.NONLINEAR_OPS) | {
         "MaxPool", "Softmax"}

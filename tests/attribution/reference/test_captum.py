@@ -71,6 +71,17 @@ DEEPLIFT = [{"key": "deeplift", "method": "deeplift"},
             {"key": "deeplift_zero", "method": "deeplift", "zero_baseline": True}]
 RELU_RULES = [{"key": "guided_backprop", "method": "guided_backprop"},
               {"key": "deconvnet", "method": "deconvolution"}]
+# Occlusion: (patch, stride, value) over an example's axes in TensorFlow's
+# layout; strides that do not divide (the last patch cut at the edge),
+# overlaps (stride < patch) and no overlap
+OCCLUSION = {"cnn": [((3, 3, 1), (2, 2, 1), 0.3), ((2, 2, 1), (2, 2, 1), 0.0)],
+             "mlp": [((5,), (3,), 0.3), ((64,), (1,), -1.0)]}
+
+
+def _occlusion(kind):
+    return [{"key": "occlusion_%d" % i, "method": "occlusion", "window": list(patch),
+             "strides": list(stride), "value": value}
+            for i, (patch, stride, value) in enumerate(OCCLUSION[kind])]
 
 
 def _baseline(x):
@@ -112,7 +123,8 @@ def cases(captum, tmp_path_factory):
     """Every network of this module, Captum's maps computed in one subprocess."""
     folder = tmp_path_factory.mktemp("captum")
     everything = RULE_FREE + IG + DEEPLIFT
-    built = {name: Case(layers, folder, name, everything + RELU_RULES)
+    built = {name: Case(layers, folder, name, everything + RELU_RULES + (
+        _occlusion(name[:3]) if name in ("mlp_relu", "cnn_valid") else []))
              for name, layers in RELU_NETS.items()}
     built.update({name: Case(layers, folder, name, everything)
                   for name, layers in SMOOTH_NETS.items()})
@@ -272,3 +284,17 @@ def test_deeplift_max_pool_equals_captum_where_argmaxes_agree(cases):
     np.testing.assert_allclose(ours.delta, 0.0, atol=1e-5)
     np.testing.assert_allclose(case.captum["deeplift.delta"], 0.0, atol=1e-5)
     assert np.abs(ours.maps).max() > 1e-2
+
+
+@pytest.mark.parametrize("name", ["mlp_relu", "cnn_valid"])
+def test_occlusion_equals_captum(cases, name):
+    """Captum's Occlusion on the same weights: patches cut at the edge where
+    the stride does not divide, overlapping patches averaged, the whole
+    example as one patch."""
+    case = cases[name]
+    for i, (patch, stride, value) in enumerate(OCCLUSION[name[:3]]):
+        ours = case.ours("occlusion", patch=patch, stride=stride, baseline=value,
+                         internal_batch_size=64)
+        assert_maps_equal(ours.maps, case.captum["occlusion_%d" % i],
+                          f"{name}: occlusion {patch} stride {stride}")
+        assert np.abs(ours.maps).max() > 1e-2
