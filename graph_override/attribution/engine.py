@@ -14,14 +14,12 @@ scope of their own, so TF1 code may call them inside its
 ``with graph.as_default():`` (or with eager execution disabled).
 """
 
-import inspect
 import warnings
 
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
-from graph_override.attribution import (checks, coverage, gradcam, methods, models,
-                                        occlusions, targets)
+from graph_override.attribution import checks, coverage, methods, models, targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.estimators import normalize
@@ -29,20 +27,6 @@ from graph_override.frozen.patching.patch_rules import as_rules
 from graph_override.frozen.tf2.function import FrozenFunction
 
 __all__ = ["Explainer", "attribute"]
-
-_METHODS = {
-    "saliency": methods.saliency,
-    "gradient_input": methods.gradient_input,
-    "integrated_gradients": methods.integrated_gradients,
-    "smoothgrad": methods.smoothgrad,
-    "guided_backprop": methods.modified_gradient,
-    "deconvnet": methods.modified_gradient,
-    "eps_lrp": methods.eps_lrp,
-    "deeplift": methods.deeplift,
-    "grad_cam": gradcam.grad_cam,
-    "occlusion": occlusions.occlusion,
-}
-
 
 class Explainer:
     """Attribution maps of one model, compiled once per method's rules.
@@ -175,7 +159,7 @@ class Explainer:
         Args:
           method: a name of `graph_override.attribution.METHODS` (saliency,
             gradient_input, integrated_gradients, smoothgrad, guided_backprop,
-            deconvnet, eps_lrp, deeplift, grad_cam, occlusion).
+            deconvnet, eps_lrp, deeplift, grad_cam).
           x: the inputs, first dimension the examples (ndarray or tensor,
             float).
           target: what to explain per example: None (the argmax of the
@@ -184,8 +168,7 @@ class Explainer:
             per example.
           **options: the method's options (see `graph_override.attribution`:
             abs, baseline, steps, rule, stdev_spread, samples, seed,
-            magnitude, internal_batch_size, epsilon, layer, resize, patch,
-            stride).
+            magnitude, internal_batch_size, epsilon, layer, resize).
 
         Returns:
           An `Attribution`: ``maps`` (x's shape; Grad-CAM: the layer's
@@ -201,18 +184,11 @@ class Explainer:
 
     def _attribute(self, method, x, target, options):
         spec = method_table.method_spec(method)
-        run = _METHODS[spec.name]
-        accepted = [p for p in inspect.signature(run).parameters if p not in
-                    ("context", "x", "target")]
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise AttributionError("%s takes no option %s; its options: %s" % (
-                spec.name, ", ".join(unknown), ", ".join(accepted) or "none"))
+        options, rule_params = spec.checked(options)
         x = models.as_float_input(x)
-        rule_params = {k: options[k] for k in spec.options if k in options}
-        if spec.name == "deeplift":  # N + 1 rows where one baseline serves every input
+        if spec.batch == "inputs+references":  # N + 1 rows where one baseline serves all
             # built once: the row count is chosen from it and the method uses it
-            options = dict(options, baseline=targets.baseline_for(options.get("baseline"), x))
+            options["baseline"] = targets.baseline_for(options.get("baseline"), x)
             rule_params["shared_reference"] = methods.one_reference(options["baseline"], x)
         rule_params = _checked_rule_params(spec, rule_params)
         method_rules = method_table.rule_strings(spec.name, **rule_params)
@@ -227,14 +203,14 @@ class Explainer:
         report = self.coverage(context.graph, spec.name)
         result = None
         try:
-            result = run(context, context.x, target, **options)
+            result = spec.run(context, context.x, target, **options)
         finally:  # said also when the run fails: the uncovered op may be why
             if report.uncovered:
                 checks.warn(_coverage_text(report, result), checks.CoverageWarning)
         baseline = (targets.baseline_for(options.get("baseline"), context.x)
                     if spec.baseline else None)
         message = checks.vanishing_text(spec.name, result, context.x, baseline,
-                                        spec.times_input and spec.name != "grad_cam")
+                                        spec.times_input)
         if message is not None:
             checks.warn(message, checks.VanishingMapsWarning)
         return result
@@ -309,7 +285,7 @@ class _Context:
             raise AttributionError(
                 "x has shape %s; the model's input %s takes %s (first dimension the "
                 "examples)" % (self.x.shape, self.graph.input, shape))
-        if spec.name == "deeplift":
+        if spec.batch == "inputs+references":
             self.check_doubling(self.x.shape[0])
         elif not shape.is_compatible_with(self.x.shape):
             raise AttributionError(

@@ -9,11 +9,11 @@ op types' gradients replaced by a rule (an estimator of
 | method | rules (op type -> estimator) | baseline |
 |---|---|---|
 | saliency, gradient_input, integrated_gradients, smoothgrad, grad_cam | none: the model's own gradient | IG only (zeros by default) |
-| occlusion | none: no gradient (the model's outputs on occluded copies) | the occluded patches' value (zeros by default) |
 | guided_backprop | Relu, Relu6, LeakyRelu -> guided_relu | no |
 | deconvnet | Relu, Relu6, LeakyRelu -> deconv_relu | no |
 | eps_lrp | the nonlinear ops -> eps_lrp(epsilon) | no |
-| deeplift | the nonlinear ops -> deeplift_rescale | yes (zeros by default) |
+| deeplift | the nonlinear ops -> deeplift_rescale; MaxPool -> deeplift_maxpool; Softmax -> deeplift_softmax | yes (zeros by default) |
+| occlusion | none: no gradient, the outputs of occluded copies | the occluded value (zeros by default) |
 
 The nonlinear ops (`NONLINEAR_OPS`) are Relu, Relu6, LeakyRelu, Elu, Selu,
 Sigmoid, Tanh and Softplus. Any other op on the path from the input to the
@@ -21,21 +21,24 @@ output is either in `LINEAR_OPS`, whose own gradient is what every method
 uses, or not covered: the coverage report (`graph_override.attribution.coverage`)
 lists those before a run.
 
-MaxPool keeps its gradient here (the gradient goes to the window's maximum),
-as it does in DeepExplain. The references differ on it, and so do their
-DeepLIFT numbers on a network with max pooling:
+MaxPool keeps its gradient under every method but DeepLIFT, whose
+`deeplift_maxpool` rule is SHAP's (`graph_override.estimators.deeplift_ops`;
+MaxPool's gradient under DeepLIFT is ``rules=["MaxPool=MaxPool"]``). The
+references differ on it, and so do their DeepLIFT numbers on a network with
+max pooling:
 
 | library | MaxPool under DeepLIFT |
 |---|---|
-| graph_override | its gradient: dy to the argmax of the window of x |
+| graph_override | SHAP's cross-max rescale (below): the maps sum to f(x) - f(r) |
 | DeepExplain (Ancona et al.) | its gradient: only Relu, Elu, Sigmoid, Tanh and Softplus are overridden; Relu6, CRelu and Softsign raise a warning |
 | Captum (`captum/attr/_core/deep_lift.py`, `maxpool`) | a rescale-like rule: the output difference max(y, y_ref) - y_ref and y - max(y, y_ref) is unpooled to the argmax positions of x and of the reference and divided by x - r (the gradient where abs(x - r) < 1e-10); measured with Captum 0.8.0 (tests/attribution/reference): it takes effect only where the pool's input does not come straight from a ReLU module, so a Conv, ReLU, MaxPool stack gets MaxPool's gradient there as here |
 | SHAP DeepExplainer (`deep_tf.py`, `op_handlers["MaxPool"] = maxpool`) | the same cross-max rescale as Captum |
 
-With the gradient, DeepLIFT's summation to delta holds exactly on networks
-without MaxPool; with it, it holds only where each window's argmax is the same
-for the input and the reference. Captum's and SHAP's rule keeps the summation
-in more cases; DeepExplain's numbers and ours agree.
+With MaxPool's gradient, DeepLIFT's summation to delta holds only where each
+window's argmax is the same for the input and the reference; with SHAP's rule
+it holds (tests/attribution/test_deeplift_conserves.py), and our maps equal
+SHAP's (tests/attribution/reference/test_shap_deep.py). Captum's rule missed
+f(x) - f(r) by up to 0.09 where it applied (tests/attribution/reference).
 
 FusedBatchNorm(V3) is linear (an affine map of its input) only in inference
 mode, ``is_training=False``, as in every frozen model; in training mode it
@@ -45,6 +48,12 @@ one operand is a constant (a folded batch norm, a scale); a product of two
 activations is not linear, and every method then uses its plain gradient
 (the convention of DeepExplain and Captum for ops they do not know).
 
+The records: one `define` per method (the record and its fields:
+`graph_override.attribution.method_record`). The op types a rule covers are
+those of its estimator's record (`graph_override.estimators`, whose
+`attribution_ops.RELUS` and `ACTIVATIONS` are `RELU_OPS` and
+`NONLINEAR_OPS` here).
+
 Example:
   >>> from graph_override.attribution import method_table
   >>> method_table.rule_strings("eps_lrp", epsilon=0.01)[:2]
@@ -53,28 +62,29 @@ Example:
   True
 """
 
-import dataclasses
-import difflib
-import types
 
+import argparse
+import numbers
+
+from graph_override.attribution.method_record import (METHODS, Flag, MethodSpec, Option,
+                                                      define, method_spec, rule_strings,
+                                                      table_markdown)
 from graph_override.errors import AttributionError
 
 __all__ = [
     "LINEAR_OPS",
     "METHODS",
     "MethodSpec",
-    "NONLINEAR_OPS",
-    "RELU_OPS",
+    "NONLINEAR_OPS",  # noqa: F822  (from the estimators, on first use: __getattr__)
+    "RELU_OPS",  # noqa: F822
     "RIEMANN_RULES",
     "method_spec",
     "rule_strings",
+    "table_markdown",
 ]
 
 # Integrated Gradients' Riemann rules (`methods.riemann`), Captum's names
 RIEMANN_RULES = ("riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
-
-RELU_OPS = ("Relu", "Relu6", "LeakyRelu")
-NONLINEAR_OPS = RELU_OPS + ("Elu", "Selu", "Sigmoid", "Tanh", "Softplus")
 
 LINEAR_OPS = frozenset({
     # products with weights
@@ -105,109 +115,181 @@ LINEAR_OPS = frozenset({
 })
 
 
-@dataclasses.dataclass(frozen=True)
-class MethodSpec:
-    """One attribution method.
-
-    Attributes:
-      name: its name, as `attribution.attribute` and ``--method`` take it.
-      rules: op type -> (estimator name, parameters); the parameters given
-        are defaults that `rule_strings` may override (epsilon).
-      baseline: whether the method compares the input with a baseline
-        (reference) input, zeros unless given.
-      times_input: whether the map is the (rule) gradient times the input,
-        or times (input - baseline).
-      summary: one line for listings.
-    """
-
-    name: str
-    rules: types.MappingProxyType
-    baseline: bool
-    times_input: bool
-    summary: str
-
-    @property
-    def options(self):
-        """The rule parameters `rule_strings` takes (e.g. ``("epsilon",)``);
-        DeepLIFT's ``shared_reference`` is set by the engine from the baseline."""
-        return tuple(sorted({k for _, params in self.rules.values() for k in params}))
+def __getattr__(name):
+    # The op types of the rules have one home, the estimators' attribution
+    # ops; read on first use, so that the table loads without TensorFlow.
+    if name in ("RELU_OPS", "NONLINEAR_OPS"):
+        from graph_override.estimators import attribution_ops  # pylint: disable=import-outside-toplevel
+        return attribution_ops.RELUS if name == "RELU_OPS" else attribution_ops.ACTIVATIONS
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
-def _spec(name, estimator, ops, params, baseline, times_input, summary, more=()):
-    """A `MethodSpec`: `estimator` on `ops`, and each (estimator, ops) of
-    `more` (DeepLIFT's MaxPool and Softmax rules), all with `params`."""
-    rules = {op: (e, types.MappingProxyType(dict(params)))
-             for e, group in ((estimator, ops),) + tuple(more) for op in group}
-    return MethodSpec(name, types.MappingProxyType(rules), baseline, times_input, summary)
+# --- the flags' argparse types and the options' checks -------------------------------
+
+def _count_flag(what):
+    def parse(text):
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError("expected a positive number of %s, got %r"
+                                             % (what, text))
+        return int(text)
+    return parse
 
 
-METHODS = types.MappingProxyType({s.name: s for s in (
-    _spec("saliency", None, (), {}, False, False,
-          "gradient of the target (absolute value by default; Simonyan et al., 2014)"),
-    _spec("gradient_input", None, (), {}, False, True,
-          "gradient times input (Shrikumar et al., 2016)"),
-    _spec("integrated_gradients", None, (), {}, True, True,
-          "path integral of the gradient from the baseline (Sundararajan et al., 2017)"),
-    _spec("smoothgrad", None, (), {}, False, False,
-          "gradient averaged over noisy copies of the input (Smilkov et al., 2017)"),
-    _spec("grad_cam", None, (), {}, False, False,
-          "ReLU of a layer's activations weighted by their mean gradient "
-          "(Selvaraju et al., 2017)"),
-    _spec("occlusion", None, (), {}, True, False,
-          "fall of the target when a sliding patch is set to the baseline, averaged "
-          "over the patches (Zeiler and Fergus, 2014)"),
-    _spec("guided_backprop", "guided_relu", RELU_OPS, {}, False, False,
-          "gradient passing only positive signals through ReLUs "
-          "(Springenberg et al., 2015)"),
-    _spec("deconvnet", "deconv_relu", RELU_OPS, {}, False, False,
-          "ReLU backward passes positive gradients (Zeiler and Fergus, 2014)"),
-    _spec("eps_lrp", "eps_lrp", NONLINEAR_OPS, {"epsilon": 1e-4}, False, True,
-          "epsilon-LRP as a modified gradient times input (Bach et al., 2015; "
-          "Ancona et al., 2018)"),
-    _spec("deeplift", "deeplift_rescale", NONLINEAR_OPS, {"shared_reference": False}, True,
-          True,
-          "DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)",
-          more=(("deeplift_maxpool", ("MaxPool",)), ("deeplift_softmax", ("Softmax",)))),
-)})
+def _seed_flag(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("expected an integer seed >= 0, got %r" % text)
+    return int(text)
 
 
-def method_spec(name):
-    """The `MethodSpec` of `name`.
-
-    Raises:
-      AttributionError: no such method (the message suggests the nearest).
-    """
-    spec = METHODS.get(name) if isinstance(name, str) else None
-    if spec is None:
-        close = difflib.get_close_matches(str(name), list(METHODS), n=2, cutoff=0.5)
-        raise AttributionError(
-            "method=%r is not an attribution method.%s Methods: %s." % (
-                name, (" Did you mean %s?" % " or ".join(repr(c) for c in close))
-                if close else "", ", ".join(METHODS)))
-    return spec
+def _number_flag(positive):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not (value > 0 if positive else value >= 0) or value == float("inf"):
+            raise argparse.ArgumentTypeError("expected a finite number %s 0, got %r" % (
+                ">" if positive else ">=", text))
+        return value
+    return parse
 
 
-def rule_strings(method, **params):
-    """The method's rules as ``frozen.patch`` rule strings, in op-type order.
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
-    Args:
-      method: a method name.
-      **params: rule parameters overriding the defaults (e.g. ``epsilon``).
 
-    Raises:
-      AttributionError: unknown method, or a parameter the method's rules
-        do not take.
-    """
-    spec = method_spec(method)
-    unknown = set(params) - set(spec.options)
-    if unknown:
-        raise AttributionError(
-            "method %r takes no rule parameter %s; it takes %s." % (
-                method, ", ".join(sorted(unknown)),
-                ", ".join(spec.options) or "none"))
-    out = []
-    for op, (estimator, defaults) in spec.rules.items():
-        merged = dict(defaults, **params)
-        text = ",".join("%s=%r" % kv for kv in sorted(merged.items()))
-        out.append("%s=%s%s" % (op, estimator, ":" + text if text else ""))
-    return out
+def _samples(method, value):  # pylint: disable=unused-argument
+    if not _is_int(value) or value < 1:
+        raise AttributionError("samples=%r: expected an int >= 1" % (value,))
+    return value
+
+
+def _spread(method, value):  # pylint: disable=unused-argument
+    if not value >= 0:
+        raise AttributionError("stdev_spread=%r: expected a number >= 0" % (value,))
+    return value
+
+
+def _rows(method, value):  # pylint: disable=unused-argument
+    if value is not None and (not _is_int(value) or value < 1):
+        raise AttributionError("internal_batch_size=%r: expected an int >= 1 (rows per "
+                               "model call) or None" % (value,))
+    return value
+
+
+def _shape_flag(text):
+    """3 or 3,3: a patch or a stride (an int, or one per leading axis)."""
+    try:
+        values = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        values = (0,)
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError("expected a size N >= 1 or N1,N2,... (one per "
+                                         "leading axis of an example), got %r" % text)
+    return values[0] if len(values) == 1 else values
+
+
+def _patch(method, value):
+    if value is None:
+        raise AttributionError("%s needs the patch's size: patch=3 (3x3 on an image, "
+                               "every channel; explain: --patch 3)" % method)
+    return value
+
+
+_BASELINE = Option("baseline", None, "the reference input: None (zeros), a number, one "
+                   "example's shape or x's shape (explain: --baseline)")
+_ROWS = Option("internal_batch_size", None, "rows per model call (None: one point of the "
+               "batch per call; Captum's name)", _rows)
+_METHODS = "graph_override.attribution.methods:"
+
+# --- the records -----------------------------------------------------------------------
+
+define(
+    "saliency", function=_METHODS + "saliency",
+    summary="gradient of the target (absolute value by default; Simonyan et al., 2014)",
+    options=[Option("abs", True, "the absolute value of the gradient (Captum's default); "
+                    "False: the signed gradient",
+                    flag=Flag("--no-abs", const=False))])
+
+define(
+    "gradient_input", function=_METHODS + "gradient_input", times_input=True,
+    summary="gradient times input (Shrikumar et al., 2016)")
+
+define(
+    "integrated_gradients", function=_METHODS + "integrated_gradients", times_input=True,
+    summary="path integral of the gradient from the baseline (Sundararajan et al., 2017)",
+    options=[_BASELINE,
+             Option("steps", 50, "points of the path",
+                    flag=Flag("--steps", _count_flag("steps"), metavar="N")),
+             Option("rule", "riemann_trapezoid", "the Riemann rule, one of "
+                    + ", ".join(RIEMANN_RULES),
+                    flag=Flag("--rule", metavar="RULE", choices=RIEMANN_RULES)),
+             _ROWS])
+
+define(
+    "smoothgrad", function=_METHODS + "smoothgrad",
+    summary="gradient averaged over noisy copies of the input (Smilkov et al., 2017)",
+    options=[Option("stdev_spread", 0.15, "the noise's standard deviation as a fraction of "
+                    "each example's value range", _spread,
+                    Flag("--stdev-spread", _number_flag(positive=False), metavar="S")),
+             Option("samples", 50, "noisy copies per example", _samples,
+                    Flag("--samples", _count_flag("samples"), metavar="N")),
+             Option("seed", None, "the noise's random seed (None: new noise at every run)",
+                    flag=Flag("--seed", _seed_flag, metavar="N")),
+             Option("magnitude", False, "average the squared gradient",
+                    flag=Flag("--magnitude", const=True)),
+             _ROWS])
+
+define(
+    "grad_cam", function="graph_override.attribution.gradcam:grad_cam",
+    summary="ReLU of a layer's activations weighted by their mean gradient "
+            "(Selvaraju et al., 2017)",
+    options=[Option("layer", None, "the layer's tensor (None: the last 4-D tensor before "
+                    "the output)", flag=Flag("--layer", metavar="NAME:0")),
+             Option("resize", False, "resize the maps to the input's height and width",
+                    flag=Flag("--resize", const=True))])
+
+define(
+    "guided_backprop", function=_METHODS + "modified_gradient",
+    summary="gradient passing only positive signals through ReLUs "
+            "(Springenberg et al., 2015)",
+    rules=[("guided_relu", {})])
+
+define(
+    "deconvnet", function=_METHODS + "modified_gradient",
+    summary="ReLU backward passes positive gradients (Zeiler and Fergus, 2014)",
+    rules=[("deconv_relu", {})])
+
+define(
+    "eps_lrp", function=_METHODS + "gradient_input", times_input=True,
+    summary="epsilon-LRP as a modified gradient times input (Bach et al., 2015; "
+            "Ancona et al., 2018)",
+    options=[Option("epsilon", 1e-4, "the stabilizer epsilon > 0 of the rule",
+                    flag=Flag("--epsilon", _number_flag(positive=True), metavar="EPS"),
+                    rule=True)],
+    rules=[("eps_lrp", {"epsilon": 1e-4})])
+
+define(
+    "deeplift", function=_METHODS + "deeplift", times_input=True,
+    batch="inputs+references",
+    summary="DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)",
+    options=[_BASELINE],
+    rules=[("deeplift_rescale", {"shared_reference": False}),
+           ("deeplift_maxpool", {"shared_reference": False}),
+           ("deeplift_softmax", {"shared_reference": False})])
+
+define(
+    "occlusion", function="graph_override.attribution.occlusions:occlusion",
+    summary="fall of the target when a sliding patch is set to the baseline, averaged over "
+            "the patches that cover each element (Zeiler and Fergus, 2014; Captum's "
+            "Occlusion)",
+    options=[Option("patch", None, "the patch's size: N on every axis of an example but "
+                    "the last (taken whole), or (N1, N2, ...) for the leading axes",
+                    _patch, Flag("--patch", _shape_flag, metavar="N[,N...]")),
+             Option("stride", 1, "the step between patches, as patch",
+                    flag=Flag("--stride", _shape_flag, metavar="N[,N...]")),
+             Option("baseline", None, "what an occluded element becomes: None (0), a "
+                    "number, one example's array or x's shape (explain: --baseline)"),
+             Option("internal_batch_size", 256, "rows per model call (several patches "
+                    "per call)", _rows,
+                    Flag("--internal-batch-size", _count_flag("rows"), metavar="ROWS"))])

@@ -7,10 +7,11 @@ import os
 import stat
 import sys
 
-from graph_override.commands._explain_options import (METHOD_FLAGS, add_allow_option,  # noqa: F401  (METHOD_FLAGS, parse_maps: explain's table and reader, used by inspect and the tests)
+from graph_override.commands._explain_options import (add_allow_option,  # noqa: F401  (parse_maps: explain's reader, used by inspect)
                                                        add_map_option, add_method_options,
-                                                       baseline_number, check_options,
-                                                       parse_maps, positive, target)
+                                                       check_options, method_flags,
+                                                       parse_maps, target)
+from graph_override.attribution import method_table as _method_table
 from graph_override.commands._explain_data import read_array
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
@@ -29,16 +30,9 @@ DESCRIPTION = (
     "first (saying so).\n"
     "\n"
     "Methods and their options (an option of another method is a usage error):\n"
-    "  saliency              --no-abs (the signed gradient, not its absolute value)\n"
-    "  gradient_input\n"
-    "  integrated_gradients  --baseline, --steps, --rule, --internal-batch-size\n"
-    "  smoothgrad            --seed, --samples, --stdev-spread, --magnitude,\n"
-    "                        --internal-batch-size\n"
-    "  guided_backprop, deconvnet\n"
-    "  eps_lrp               --epsilon\n"
-    "  deeplift              --baseline\n"
-    "  grad_cam              --layer, --resize\n"
-    "  occlusion             --patch, --stride, --baseline, --internal-batch-size\n"
+    + "".join(("  %-21s %s" % (spec.name, ", ".join(
+        (["--baseline"] if spec.baseline else []) + [f.name for f in spec.flags]))).rstrip()
+        + "\n" for spec in _method_table.METHODS.values()) +
     "SmoothGrad draws new noise at every run unless --seed is given: two runs\n"
     "with the same --seed write the same maps. --target K explains class K of\n"
     "every example (K1,K2,... one per example); the default is each example's\n"
@@ -94,12 +88,11 @@ def configure(parser):
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
     parser.add_argument("--baseline", metavar="zeros|NUMBER|FILE.npy",
-                        help="integrated_gradients, deeplift and occlusion: the reference "
-                             "input (occlusion: what a patch becomes), a number for every "
-                             "element, or an array, one per example or one for all "
-                             "(default zeros)")
-    parser.add_argument("--steps", type=positive, metavar="N",
-                        help="integrated_gradients: points of the path (default 50)")
+                        help="%s: the reference input (occlusion: what a patch becomes), "
+                             "a number for every element, or an array, one per example "
+                             "or one for all (default zeros)" % ", ".join(
+                                 s.name for s in _method_table.METHODS.values()
+                                 if s.baseline))
     add_method_options(parser)
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
@@ -110,6 +103,16 @@ def configure(parser):
 
 
 _usage = functools.partial(usage_error, "explain")
+
+
+def _number(text):
+    """The number --baseline gives (0.5, -1, 1e-3), or None for zeros or a
+    file (a file named like a number: ./0.5)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if value - value == 0 else None  # finite
 
 
 def _same(a, b):
@@ -151,7 +154,7 @@ def _check_outputs(args):
         return "-o and --png name the same file %s" % args.output
     reads = [args.model, args.data] + (
         [args.baseline] if args.baseline not in (None, "zeros")
-        and baseline_number(args.baseline) is None else [])
+        and _number(args.baseline) is None else [])
     for flag, path in outs:
         for read in reads:
             if _same(path, read):
@@ -197,7 +200,7 @@ def check(args):
         args.data_array = read_array(args.data, "--data")
         if args.data_array.shape[0] == 0:
             return "--data %s holds no examples (its first dimension is 0)" % args.data
-        number = baseline_number(args.baseline)
+        number = _number(args.baseline)
         args.baseline_array = (None if args.baseline in (None, "zeros") else number
                                if number is not None else read_array(args.baseline,
                                                                      "--baseline"))
@@ -291,9 +294,7 @@ def _run(args):
     options = {}
     if args.baseline_array is not None:
         options["baseline"] = args.baseline_array
-    if args.steps is not None:
-        options["steps"] = args.steps
-    options.update((key, getattr(args, key)) for _, key, _ in METHOD_FLAGS
+    options.update((key, getattr(args, key)) for _, key, _ in method_flags()
                    if getattr(args, key, None) is not None)
     user_rules, user_ops = parse_maps(args.maps)
     explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
