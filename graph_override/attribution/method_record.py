@@ -161,7 +161,8 @@ class MethodSpec(NamedTuple):
 
     def checked(self, options):
         """(the function's options, the rules' options): `options` checked
-        (`Option.check`), the function's completed with their defaults.
+        (`Option.check`; a rule option by its rules' estimators), the
+        function's completed with their defaults.
 
         Raises:
           AttributionError: an option the method does not take, or a value
@@ -176,11 +177,29 @@ class MethodSpec(NamedTuple):
         for o in self.options:
             if o.rule:
                 if o.name in options:
-                    rule[o.name] = options[o.name]
+                    rule[o.name] = self._rule_value(o.name, options[o.name])
                 continue
             value = options.get(o.name, o.default)
             own[o.name] = value if o.check is None else o.check(self.name, value)
         return own, rule
+
+    def _rule_value(self, key, given):
+        """A rule option's value as its rules take it (a NumPy float as a
+        Python float), checked by their estimators; out of range (epsilon),
+        refused in the API's terms: the argument as the caller gave it, not
+        the rule string it becomes."""
+        from graph_override.estimators import normalize  # pylint: disable=import-outside-toplevel
+        value = given
+        for estimator, params, _ in self.rule_specs:
+            if key not in params:
+                continue
+            try:
+                value = normalize(estimator, {key: given})[key]
+            except (TypeError, ValueError) as e:
+                why = str(e).replace("%s(%s=...)" % (estimator, key), key)
+                raise AttributionError("%s(%s=%r): %s (the default is %s=%r)" % (
+                    self.name, key, given, why, key, self.defaults[key])) from None
+        return value
 
     def docstring(self):
         """The one-call function's docstring: the summary, then the options."""

@@ -41,7 +41,8 @@ class Attribution:
 
     Attributes:
       maps: the attribution maps, one per example (x's shape; Grad-CAM: the
-        layer's spatial shape, or x's with ``resize=True``).
+        layer's spatial shape, or x's with ``resize=True``); for a model of
+        several inputs, a list or dict of maps, one per input, as x was given.
       method: the method's name.
       targets: the class explained per example (int array), or None where
         the target was a callable or the output is one scalar per example.
@@ -169,13 +170,18 @@ def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
                magnitude=False, internal_batch_size=None):
     """SmoothGrad: the gradient averaged over `samples` noisy copies of x,
     the noise's standard deviation `stdev_spread` times each example's value
-    range (PAIR saliency's convention). `internal_batch_size`: rows per
-    model call (None: one sample per call); the noise is the same either way.
+    range (PAIR saliency's convention; with several inputs, each input's own
+    range). `internal_batch_size`: rows per model call (None: one sample per
+    call); the noise is the same either way.
     The options are checked by the method's record (`method_table`)."""
     outputs, target = _fixed(context, x, target)
     flat = _per_example(x)
     sigma = (stdev_spread * (flat.max(axis=1) - flat.min(axis=1))).reshape(
         (-1,) + (1,) * (x.ndim - 1))
+    if getattr(context, "packed", None) is not None:  # each input's own value range
+        sigma = np.concatenate([np.repeat(stdev_spread * (
+            flat[:, a:b].max(axis=1, keepdims=True) - flat[:, a:b].min(axis=1, keepdims=True)),
+            b - a, axis=1) for a, b in context.packed.segments], axis=1)
     rng = np.random.default_rng(seed)
     noise = (rng.normal(size=x.shape) for _ in range(samples))  # drawn in order k
     total = _weighted_gradients(

@@ -12,7 +12,8 @@ f(x) - f(x occluded) at the target, and each element's map is the mean over
 the patches that covered it (overlapping patches are averaged, as in
 Captum). The copies run through the model `internal_batch_size` rows per
 call (several positions at once; one position per call where the model's
-batch dimension is fixed).
+batch dimension is fixed). A model of several inputs gets the same patch
+and stride over each input's own axes, one input occluded at a time.
 """
 
 import itertools
@@ -23,7 +24,7 @@ from graph_override.attribution import methods
 from graph_override.attribution import targets as target_lib
 from graph_override.errors import AttributionError
 
-__all__ = ["occlusion", "patch_shape", "windows"]
+__all__ = ["DEFAULT_ROWS", "occlusion", "patch_shape", "windows"]
 
 DEFAULT_ROWS = 256
 """Rows per model call (the examples times the positions run together)."""
@@ -83,51 +84,66 @@ def windows(example_shape, patch, stride):
                     for c, p, size in zip(corner, patch, example_shape))
 
 
+def _flat_patches(example_shapes, patch, stride):
+    """Each patch as the flat indices it covers in a row of the (packed)
+    example: one example shape, or several inputs side by side (the same
+    patch and stride over each input's own axes)."""
+    offset = 0
+    for shape in example_shapes:
+        size = int(np.prod(shape, dtype=np.int64))
+        where = np.arange(size).reshape(shape)
+        for box in windows(shape, patch_shape(patch, shape), patch_shape(stride, shape,
+                                                                         "stride")):
+            yield offset + where[box].ravel()
+        offset += size
+
+
 def occlusion(context, x, target, *, patch, stride=1, baseline=None,
               internal_batch_size=DEFAULT_ROWS):
     """Occlusion maps of the batch `x` (see the module docstring).
 
     Args:
       patch: the patch's shape (an int: that size on every axis but the
-        last, which is whole; a tuple: the leading axes).
+        last, which is whole; a tuple: the leading axes). A model of several
+        inputs gets the same patch over each input's own axes.
       stride: the step between patches, in the same form (Captum's default 1).
       baseline: what an occluded element becomes: None (0), a number, one
         example's array or one per example (x's shape).
       internal_batch_size: rows per model call, at least one position of
         every example.
     """
-    example = x.shape[1:]
-    patch = patch_shape(patch, example)
-    stride = patch_shape(stride, example, "stride")
-    boxes = list(windows(example, patch, stride))
+    packed = getattr(context, "packed", None)
+    shapes = [x.shape[1:]] if packed is None else list(packed.shapes)
+    boxes = list(_flat_patches(shapes, patch, stride))
     if (not isinstance(internal_batch_size, (int, np.integer))
             or isinstance(internal_batch_size, bool) or internal_batch_size < 1):
         raise AttributionError("internal_batch_size=%r: expected an int >= 1 (rows per "
                                "model call)" % (internal_batch_size,))
-    baseline = target_lib.baseline_for(baseline, x)
+    n = x.shape[0]
+    rows = x.reshape(n, -1)
+    reference = target_lib.baseline_for(baseline, x).reshape(n, -1)
     target = context.resolve(target, x)
     outputs = context.outputs(x)
     if isinstance(target, str):
         target = np.argmax(outputs, axis=1)
     plain = target_lib.values(outputs, target).astype(np.float64)
-    n = x.shape[0]
     shape = context.input_spec.shape
     fixed = shape.rank is not None and shape[0] is not None
     per_call = 1 if fixed else max(1, internal_batch_size // max(n, 1))
-    total = np.zeros(x.shape, np.float64)
-    counts = np.zeros(example, np.float64)
+    total = np.zeros(rows.shape, np.float64)
+    counts = np.zeros(rows.shape[1], np.float64)
     for start in range(0, len(boxes), per_call):
         chunk = boxes[start:start + per_call]
-        copies = np.repeat(x[None], len(chunk), axis=0)
+        copies = np.repeat(rows[None], len(chunk), axis=0)
         for copy, box in zip(copies, chunk):
-            copy[(slice(None),) + box] = baseline[(slice(None),) + box]
-        occluded = context.outputs(copies.reshape((-1,) + example))
+            copy[:, box] = reference[:, box]
+        occluded = context.outputs(copies.reshape((-1,) + x.shape[1:]))
         tiled = np.tile(target, len(chunk)) if isinstance(target, np.ndarray) else target
         drops = plain[None] - target_lib.values(occluded, tiled).reshape(len(chunk), n)
         for drop, box in zip(drops, chunk):
-            total[(slice(None),) + box] += drop.reshape((n,) + (1,) * len(example))
+            total[:, box] += drop[:, None]
             counts[box] += 1.0
-    maps = (total / counts).astype(x.dtype)
+    maps = (total / counts).reshape(x.shape).astype(x.dtype)
     return methods.Attribution(maps=maps, method=context.spec.name,
                                targets=target_lib.explained(outputs, target),
                                outputs=outputs)

@@ -12,7 +12,8 @@ from graph_override.commands._explain_options import (add_allow_option,  # noqa:
                                                        check_options, method_flags,
                                                        parse_maps, target)
 from graph_override.attribution import method_table as _method_table
-from graph_override.commands._explain_data import read_array
+from graph_override.commands._explain_data import (baseline_number, read_array, read_arrays,
+                                                   read_baseline, several_names)
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
@@ -76,23 +77,25 @@ EPILOG = """examples:
 def configure(parser):
     parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt)")
     parser.add_argument("--inputs", required=True, metavar="NAME:0",
-                        help="the input tensor the data feeds")
+                        help="the input tensor the data feeds; a model of several inputs: "
+                             "NAME:0,NAME:0,... (--data then gives an array per input, "
+                             "and OUT is a .npz of a map per input)")
     parser.add_argument("--outputs", required=True, metavar="NAME:0",
                         help="the output tensor to explain (logits, not probabilities)")
     parser.add_argument("--method", required=True, metavar="NAME", help="the method")
     parser.add_argument("--data", required=True, metavar="FILE.npy",
-                        help="the examples, first dimension the examples")
+                        help="the examples, first dimension the examples; several "
+                             "inputs: FILE.npy,FILE.npy (in the order of --inputs) or "
+                             "FILE.npz (an array per input name)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
-                        help="the .npy file to write the maps to")
+                        help="the .npy file to write the maps to (several inputs: a "
+                             ".npz, a map per input name)")
     parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
-    parser.add_argument("--baseline", metavar="zeros|NUMBER|FILE.npy",
-                        help="%s: the reference input (occlusion: what a patch becomes), "
-                             "a number for every element, or an array, one per example "
-                             "or one for all (default zeros)" % ", ".join(
-                                 s.name for s in _method_table.METHODS.values()
-                                 if s.baseline))
+    parser.add_argument("--baseline", metavar="zeros|NUMBER|FILE.npy", help=(
+        "the reference input of the methods with one (occlusion: what a patch becomes): "
+        "a number, or an array, one per example or one for all (default zeros)"))
     add_method_options(parser)
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
@@ -103,16 +106,6 @@ def configure(parser):
 
 
 _usage = functools.partial(usage_error, "explain")
-
-
-def _number(text):
-    """The number --baseline gives (0.5, -1, 1e-3), or None for zeros or a
-    file (a file named like a number: ./0.5)."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if value - value == 0 else None  # finite
 
 
 def _same(a, b):
@@ -152,9 +145,9 @@ def _check_outputs(args):
             print("graph-override explain: %s" % note, file=sys.stderr)
     if args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
-    reads = [args.model, args.data] + (
-        [args.baseline] if args.baseline not in (None, "zeros")
-        and _number(args.baseline) is None else [])
+    reads = [args.model] + args.data.split(",") + (
+        args.baseline.split(",") if args.baseline not in (None, "zeros")
+        and baseline_number(args.baseline) is None else [])
     for flag, path in outs:
         for read in reads:
             if _same(path, read):
@@ -196,22 +189,45 @@ def check(args):
         message = _picture.matplotlib_missing()
     if message is not None:
         return message
+    names = several_names(args.inputs)
+    if names is not None:
+        return _check_several(args, names)
     try:
         args.data_array = read_array(args.data, "--data")
         if args.data_array.shape[0] == 0:
             return "--data %s holds no examples (its first dimension is 0)" % args.data
-        number = _number(args.baseline)
-        args.baseline_array = (None if args.baseline in (None, "zeros") else number
-                               if number is not None else read_array(args.baseline,
-                                                                     "--baseline"))
+        args.baseline_array = read_baseline(args.baseline, read_array)
     except AttributionError as e:
         return str(e)
     return None
 
 
+def _check_several(args, names):
+    """`check` for a model of several inputs: OUT a .npz, no --png, an
+    array per input in --data (and --baseline)."""
+    from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
+    if args.png:
+        return ("--png draws the maps of a model of one input; leave it out for the "
+                "inputs %s (the maps are in OUT, one array per input)" % ", ".join(names))
+    if not args.output.endswith(".npz"):
+        return ("-o %s: a model of several inputs (%s) gets a map per input: give a .npz "
+                "file, one array per input name" % (args.output, ", ".join(names)))
+    try:
+        args.data_array = read_arrays(args.data, names, "--data")
+        args.baseline_array = read_baseline(
+            args.baseline, lambda text, what: read_arrays(text, names, what))
+    except AttributionError as e:
+        return str(e)
+    values = (args.data_array.values() if isinstance(args.data_array, dict)
+              else args.data_array)
+    if any(v.shape[0] == 0 for v in values):
+        return "--data %s holds no examples (a first dimension is 0)" % args.data
+    return None
+
+
 def _warn_coverage(args, graph, spec, user_ops):
     from graph_override.attribution import coverage  # pylint: disable=import-outside-toplevel
-    report = coverage.coverage_report(graph.graph_def, spec.name, inputs=[graph.input],
+    report = coverage.coverage_report(graph.graph_def, spec.name, inputs=list(graph.names),
                                       outputs=[graph.output], also_covered=user_ops,
                                       source=args.model, advice="cli")
     for u in report.uncovered:
@@ -274,8 +290,31 @@ def _write(args, maps, picture):
     return None
 
 
+def _saved(result, names):
+    """The bytes of OUT: the maps as .npy, or as .npz of a map per input
+    (named as the inputs, without ":0", or as the keys of --data's .npz)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution.several import plain_name  # pylint: disable=import-outside-toplevel
+    buffer = io.BytesIO()
+    if isinstance(result.maps, list):
+        np.savez(buffer, **{plain_name(n): m for n, m in zip(names, result.maps)})
+    elif isinstance(result.maps, dict):
+        np.savez(buffer, **{plain_name(k): m for k, m in result.maps.items()})
+    else:
+        np.save(buffer, result.maps, allow_pickle=False)
+    return buffer.getvalue()
+
+
 def _summary(args, spec, result):
     import numpy as np  # pylint: disable=import-outside-toplevel
+    if isinstance(result.maps, (list, dict)):
+        from graph_override.attribution.several import plain_name  # pylint: disable=import-outside-toplevel
+        shapes = ", ".join("%s %s" % (plain_name(k), m.shape) for k, m in (
+            result.maps.items() if isinstance(result.maps, dict) else
+            zip(several_names(args.inputs), result.maps)))
+        return "wrote %s: %s maps of %d example(s), one per input: %s%s" % (
+            args.output, spec.name, len(result.outputs), shapes, "" if result.delta is None
+            else "; completeness delta max |d| = %.3g" % float(np.max(np.abs(result.delta))))
     targets = ("" if result.targets is None else "; target(s) %s" % ", ".join(
         str(int(t)) for t in result.targets[:10]) + (" ..." if len(result.targets) > 10
                                                      else ""))
@@ -287,7 +326,6 @@ def _summary(args, spec, result):
 
 
 def _run(args):
-    import numpy as np  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
     from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
     spec = method_table.method_spec(args.method)
@@ -297,15 +335,14 @@ def _run(args):
     options.update((key, getattr(args, key)) for _, key, _ in method_flags()
                    if getattr(args, key, None) is not None)
     user_rules, user_ops = parse_maps(args.maps)
-    explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
+    explainer = Explainer(args.model, inputs=several_names(args.inputs) or args.inputs,
+                          outputs=args.outputs,
                           rules=user_rules, allow_ops=args.allow_ops)
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
     result = _attribute_warning(explainer, spec, args, options)
-    buffer = io.BytesIO()
-    np.save(buffer, result.maps, allow_pickle=False)
     picture = _picture_bytes(args, args.data_array, result, spec.name) if args.png else None
-    message = _write(args, buffer.getvalue(), picture)
+    message = _write(args, _saved(result, several_names(args.inputs)), picture)
     if message is not None:
         return _usage(message)
     print(_summary(args, spec, result))

@@ -240,8 +240,10 @@ def test_model_arguments_are_checked():
     graph_def = nets.dense_graph_def(nets.dense_params([3, 2], 0), None)
     with pytest.raises(AttributionError, match="inputs= is required"):
         attribution.Explainer(graph_def, outputs="logits")
-    with pytest.raises(AttributionError, match="explains one input tensor"):
-        attribution.Explainer(graph_def, inputs=["x", "y"], outputs="logits")
+    with pytest.raises(AttributionError, match="explains one output tensor"):
+        attribution.Explainer(graph_def, inputs="x", outputs=["logits", "logits"])
+    with pytest.raises(AttributionError, match=r"inputs=\['x', 'x:0'\] names a tensor twice"):
+        attribution.Explainer(graph_def, inputs=["x", "x:0"], outputs="logits")
     with pytest.raises(AttributionError, match="a TF2 callable or Keras model takes none"):
         attribution.Explainer(lambda t: t, inputs="x")
     with pytest.raises(AttributionError, match="neither a GraphDef"):

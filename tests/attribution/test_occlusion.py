@@ -177,3 +177,38 @@ def test_the_command_line_takes_patch_stride_and_a_number_as_baseline(cnn, tmp_p
         cli.main(argv + ["--method", "occlusion", "--patch", "0"])
     assert exit_status.value.code == 2
     assert "expected a size N >= 1" in capsys.readouterr().err
+
+
+def test_a_model_of_two_inputs_gets_the_patch_over_each_input():
+    """An image and a vector: each input is occluded patch by patch on its
+    own axes, the other left as it is; a map per input."""
+    rng = np.random.RandomState(11)
+    w_image = rng.randn(16, 2).astype(np.float32)
+    w_vector = rng.randn(3, 2).astype(np.float32)
+
+    def logits(image, vector):
+        return np.tanh(image.reshape(len(image), -1) @ w_image + vector @ w_vector)
+
+    model = tf.function(lambda image, vector: tf.tanh(
+        tf.matmul(tf.reshape(image, [-1, 16]), w_image) + tf.matmul(vector, w_vector)))
+    image = rng.uniform(-1, 1, (2, 4, 4, 1)).astype(np.float32)
+    vector = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
+    result = attribution.occlusion(model, [image, vector], 1, patch=2, stride=2,
+                                   baseline=0.5)
+    plain = logits(image, vector)[:, 1]
+    expected_image = np.zeros(image.shape)
+    for i in (0, 2):
+        for j in (0, 2):
+            copy = image.copy()
+            copy[:, i:i + 2, j:j + 2] = 0.5
+            expected_image[:, i:i + 2, j:j + 2] = (plain - logits(copy, vector)[:, 1])[
+                :, None, None, None]
+    expected_vector = np.zeros(vector.shape)
+    counts = np.zeros(3)
+    for k in (0, 2):  # patches [0, 2) and [2, 3), cut at the edge
+        copy = vector.copy()
+        copy[:, k:k + 2] = 0.5
+        expected_vector[:, k:k + 2] += (plain - logits(image, copy)[:, 1])[:, None]
+        counts[k:k + 2] += 1
+    np.testing.assert_allclose(result.maps[0], expected_image, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(result.maps[1], expected_vector / counts, rtol=1e-5, atol=1e-6)
