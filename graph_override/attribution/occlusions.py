@@ -119,9 +119,9 @@ def occlusion(context, x, target, *, patch, stride=1, baseline=None,
             or isinstance(internal_batch_size, bool) or internal_batch_size < 1):
         raise AttributionError("internal_batch_size=%r: expected an int >= 1 (rows per "
                                "model call)" % (internal_batch_size,))
-    n = x.shape[0]
-    rows = x.reshape(n, -1)
-    reference = target_lib.baseline_for(baseline, x).reshape(n, -1)
+    n, size = x.shape[0], int(np.prod(x.shape[1:], dtype=np.int64))
+    rows = x.reshape(n, size)  # (a batch of no examples too)
+    reference = target_lib.baseline_for(baseline, x).reshape(n, size)
     target = context.resolve(target, x)
     outputs = context.outputs(x)
     if isinstance(target, str):

@@ -248,6 +248,10 @@ def randomization(model, x, methods=None, target=None, *, inputs=None, outputs=N
     """
     methods = _methods(methods)
     compare = _compare(similarity)
+    if isinstance(x, (list, tuple, dict)):
+        raise AttributionError("randomization takes a model of one input and its batch x; "
+                               "for a model of several inputs, check each input's maps "
+                               "with the others fixed in a function of one input")
     x = np.asarray(x)
     given = engine.Explainer(model, inputs=inputs, outputs=outputs, session=session,
                              allow_ops=allow_ops)

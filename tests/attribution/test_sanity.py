@@ -122,6 +122,8 @@ def test_top_limits_the_cascade_and_a_model_without_layers_is_refused(cnn, x):
         sanity.randomization(lambda t: tf.nn.relu(t) * 2.0, x, "saliency", 0)
     with pytest.raises(AttributionError, match="'salency' is not an attribution method"):
         sanity.randomization(cnn, x, "salency")
+    with pytest.raises(AttributionError, match="a model of one input"):
+        sanity.randomization(cnn, [x, x], "saliency")
     with pytest.raises(AttributionError, match="similarity='ssim'"):
         sanity.randomization(cnn, x, "saliency", similarity="ssim")
 
