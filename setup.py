@@ -66,6 +66,11 @@ setup(
         # compat/run.sh installs this extra for TensorFlow 2.15 alone. Never a
         # dependency of the package.
         "reference": ["larq==0.13.3", "terminaltables>=3.1"],
+        # Deployment of the quantized Keras layers to larq compute engine's
+        # bitpacked TFLite ops (docs/guide/keras.md, "Deployment"): its
+        # converter reads a SavedModel from `model.export()`. Its interpreter
+        # needs numpy 1 (it fails under numpy 2).
+        "lce": ["larq-compute-engine==0.16.0"],
         # scripts/plot_estimators.py and the figure of tools/bench.py.
         "scripts": ["matplotlib>=3.5"],
         # The documentation site: `mkdocs build --strict` (mkdocs.yml; the

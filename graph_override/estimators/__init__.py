@@ -41,6 +41,7 @@ __all__ = [
     "gradient",
     "gradient_multiplier",
     "heaviside",
+    "larq_gradient",
     "name_params",
     "node_params",
     "normalize",
@@ -90,7 +91,32 @@ def gradient_multiplier(estimator, x, params, y=None):
     if not s.linear:
         raise ValueError("%s has no gradient multiplier: its gradient is not "
                          "linear in dy" % s.name)
-    return s.multiplier(x, params, *_reads(s, x, params, y))
+    return _multiplier(s, x, params, *_reads(s, x, params, y))
+
+
+def _multiplier(s, x, params, *reads, **extra):
+    """g(x), from the record's multiplier or its mask (1 where it holds, else
+    0); None where g(x) == 1 everywhere."""
+    if s.mask is None:
+        return s.multiplier(x, params, *reads, **extra)
+    held = s.mask(x, params)
+    return None if held is None else tf.cast(held, x.dtype)
+
+
+def larq_gradient(estimator, x, dy, params):
+    """dx as larq 0.13.3 computes it (`graph_override.keras`'s quantizers):
+    the record's `larq` form, else its mask as a select (dy where it holds,
+    +0.0 elsewhere), else the families' gradient."""
+    s = spec(estimator)
+    if s.larq is not None:
+        return s.larq(x, dy, params)
+    if s.mask is not None:
+        held = s.mask(x, params)
+        # A scalar zero that the select broadcasts: Grappler would fold
+        # zeros_like(dy) into a constant of dy's full shape, which a traced
+        # training step keeps allocated.
+        return dy if held is None else tf.where(held, dy, tf.zeros([], dy.dtype))
+    return gradient(s, x, dy, params)
 
 
 def gradient(estimator, x, dy, params, y=None):
@@ -109,7 +135,7 @@ def gradient(estimator, x, dy, params, y=None):
 def _gradient(s, x, dy, params, y, **extra):
     if not s.linear:
         return s.gradient(x, dy, params, *_reads(s, x, params, y), **extra)
-    g = s.multiplier(x, params, *_reads(s, x, params, y), **extra)
+    g = _multiplier(s, x, params, *_reads(s, x, params, y), **extra)
     return dy if g is None else dy * g
 
 

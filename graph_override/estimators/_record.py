@@ -167,6 +167,15 @@ class EstimatorSpec(NamedTuple):
         ``{op_type: grad_name}``, which must then be one `op_type` op on x.
       doc: its `Doc`.
       check: ``check(estimator, params)``: a check across parameters, or None.
+      mask: ``mask(x, params) -> bool tensor``, for a straight-through
+        gradient: dy passes where the mask holds, else 0 (None returned: it
+        passes everywhere). The families compute it as ``dy * cast(mask)``
+        (-0.0 where dy < 0 is masked), larq as ``where(mask, dy, 0)`` (+0.0),
+        so the mask is written once and both forms read it.
+      larq: ``larq(x, dy, params) -> dx``, the gradient as larq 0.13.3
+        computes it, beside the families' own where the two differ in their
+        last bits (larq's order of operations) or at a boundary; None: larq's
+        is the mask's select, or larq has no such estimator.
       op_types: for an attribution rule, the op types whose gradient it
         defines (it reads the op's type, input x and output y, see
         `graph_override.estimators.attribution_ops`); None for an estimator, which
@@ -186,6 +195,8 @@ class EstimatorSpec(NamedTuple):
     doc: Doc
     check: Optional[Callable] = None
     op_types: Optional[Tuple[str, ...]] = None
+    mask: Optional[Callable] = None
+    larq: Optional[Callable] = None
 
     @property
     def linear(self):
@@ -204,11 +215,12 @@ class EstimatorSpec(NamedTuple):
 
 
 def define(name, *, op_type, forward, doc, params=(), multiplier=None, gradient=None,
-           build=None, check=None, op_types=None):
+           mask=None, larq=None, build=None, check=None, op_types=None):
     """Adds an estimator to the table; returns its `EstimatorSpec`.
 
-    Give `multiplier` (a gradient dy * g(x)) or `gradient` (any other), not
-    both. See `EstimatorSpec` for the arguments.
+    Give one of `mask` (a straight-through gradient), `multiplier` (a
+    gradient dy * g(x)) or `gradient` (any other). See `EstimatorSpec` for
+    the arguments.
     """
     if not name.isidentifier() or name in _TABLE:
         raise ValueError("estimator %r: %s" % (name, "defined twice" if name in _TABLE
@@ -218,11 +230,12 @@ def define(name, *, op_type, forward, doc, params=(), multiplier=None, gradient=
     if bad or len(set(names)) != len(names):
         raise ValueError("estimator %r: parameters must be distinct identifiers other "
                          "than x and name, got %s" % (name, names))
-    if (multiplier is None) == (gradient is None):
-        raise ValueError("estimator %r: give either multiplier (dx = dy * g(x)) or "
-                         "gradient (dx from x and dy)" % name)
+    if [multiplier, gradient, mask].count(None) != 2:
+        raise ValueError("estimator %r: give one of mask (dy where it holds), "
+                         "multiplier (dx = dy * g(x)) or gradient (dx from x and dy)" % name)
     spec = EstimatorSpec(name, op_type, tuple(params), forward, multiplier, gradient,
-                         build, doc, check, None if op_types is None else tuple(op_types))
+                         build, doc, check, None if op_types is None else tuple(op_types),
+                         mask, larq)
     _TABLE[name] = spec
     return spec
 

@@ -5,8 +5,8 @@ estimators. One record's own ops stay in its record (`estimators/table.py`).
 
 import tensorflow as tf
 
-__all__ = ["clip_mask", "const", "dorefa", "exact_divide", "heaviside", "mask",
-           "sign_build", "sign_pm1", "swish_multiplier", "ternary",
+__all__ = ["approx_sign_larq", "const", "dorefa", "exact_divide", "heaviside", "in_clip", "mask",
+           "sign_build", "sign_pm1", "swish_larq", "swish_multiplier", "ternary",
            "ternary_correction", "ternary_threshold"]
 
 
@@ -74,11 +74,12 @@ def dorefa(x, k_bit):
 
 # --- gradient multipliers --------------------------------------------------
 
-def clip_mask(x, clip_value):
-    """1 where abs(x) <= clip_value, else 0; None (1 everywhere) for None."""
+def in_clip(x, clip_value):
+    """abs(x) <= clip_value, the straight-through mask; None (everywhere)
+    for None."""
     if clip_value is None:
         return None
-    return mask(tf.abs(x) <= const(clip_value, x), x)
+    return tf.abs(x) <= const(clip_value, x)
 
 
 def swish_multiplier(x, beta):
@@ -95,6 +96,29 @@ def swish_multiplier(x, beta):
     # At x = +-inf the formula is inf/inf; its limit is 0.
     g = tf.where(tf.math.is_inf(xf), tf.zeros_like(g), g)
     return tf.cast(g, x.dtype) if wide else g
+
+
+# --- larq's forms of gradients (beside the families', where they differ) ----
+
+def approx_sign_larq(x, dy):
+    """larq's ``where(|x| <= 1, (1 - |x|) * 2 * dy, 0)``: the families'
+    ``dy * max(0, 2 - 2|x|)`` in another order, which can differ in the last
+    bit."""
+    abs_x = tf.abs(x)
+    return tf.where(abs_x <= const(1.0, x), (const(1.0, x) - abs_x) * const(2.0, x) * dy,
+                    tf.zeros([], dy.dtype))
+
+
+def swish_larq(x, dy, beta):
+    """larq's ``dy * beta * (2 - bx tanh(bx / 2)) / (1 + cosh(bx))``, in the
+    input's own dtype (float16 overflows cosh beyond |bx| ~ 11, giving 0
+    where the families' float32 form gives the small true value), except at
+    x = +-inf, where larq's inf/inf is NaN and this gives the limit 0, as
+    the families do."""
+    bx = const(beta, x) * x
+    g = dy * const(beta, x) * (const(2.0, x) - bx * tf.tanh(bx * const(0.5, x))) / (
+        const(1.0, x) + tf.cosh(bx))
+    return tf.where(tf.math.is_inf(x), tf.zeros([], g.dtype), g)
 
 
 # --- overrides-family builds -----------------------------------------------

@@ -26,7 +26,7 @@ _SIGN_FORWARD = "q(x) = +1 if x >= 0 else -1"
 define(
     "ste_sign", op_type="Sign", params=[CLIP_VALUE],
     forward=lambda x, p: ops.sign_pm1(x),
-    multiplier=lambda x, p: ops.clip_mask(x, p["clip_value"]),
+    mask=lambda x, p: ops.in_clip(x, p["clip_value"]),
     build=ops.sign_build(ops.finish_sign_pm1),
     doc=Doc(
         summary="Sign with the straight-through estimator (STE).",
@@ -42,6 +42,7 @@ define(
     forward=lambda x, p: ops.sign_pm1(x),
     multiplier=lambda x, p: tf.maximum(
         ops.const(0.0, x), ops.const(2.0, x) - ops.const(2.0, x) * tf.abs(x)),
+    larq=lambda x, dy, p: ops.approx_sign_larq(x, dy),
     build=ops.sign_build(ops.finish_sign_pm1),
     doc=Doc(
         summary="Sign with the piecewise polynomial ApproxSign gradient.",
@@ -56,6 +57,7 @@ define(
                    positive=True)],
     forward=lambda x, p: ops.sign_pm1(x),
     multiplier=lambda x, p: ops.swish_multiplier(x, p["beta"]),
+    larq=lambda x, dy, p: ops.swish_larq(x, dy, p["beta"]),
     build=ops.sign_build(ops.finish_sign_pm1),
     doc=Doc(
         summary="Sign with the SwishSign gradient.",
@@ -68,7 +70,7 @@ define(
 define(
     "ste_heaviside", op_type="Sign", params=[CLIP_VALUE],
     forward=lambda x, p: ops.heaviside(x),
-    multiplier=lambda x, p: ops.clip_mask(x, p["clip_value"]),
+    mask=lambda x, p: ops.in_clip(x, p["clip_value"]),
     build=ops.sign_build(ops.finish_heaviside),
     doc=Doc(
         summary="Heaviside step with the straight-through estimator.",
@@ -88,7 +90,7 @@ define(
              "      computed from x on every call; threshold_value is then unused."),
         CLIP_VALUE],
     forward=lambda x, p: ops.ternary(x, p),
-    multiplier=lambda x, p: ops.clip_mask(x, p["clip_value"]),
+    mask=lambda x, p: ops.in_clip(x, p["clip_value"]),
     build=ops.sign_build(ops.finish_ternary),
     doc=Doc(
         summary="Ternarization with the straight-through estimator.",
@@ -137,8 +139,7 @@ define(
     "dorefa_quantize", op_type="Round",
     params=[integer("k_bit", 2, "number of bits, 1 to 16.", low=1, high=16)],
     forward=lambda x, p: ops.dorefa(x, p["k_bit"]),
-    multiplier=lambda x, p: ops.mask(
-        tf.logical_and(x >= ops.const(0.0, x), x <= ops.const(1.0, x)), x),
+    mask=lambda x, p: tf.logical_and(x >= ops.const(0.0, x), x <= ops.const(1.0, x)),
     build=_dorefa_build,
     doc=Doc(
         summary="DoReFa k-bit quantizer of values in [0, 1].",

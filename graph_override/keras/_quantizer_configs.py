@@ -5,12 +5,32 @@ own (`custom_objects`, Keras's registry). `quantizers.deserialize` and
 `quantizers.get` are these; the tables they read (`quantizers.BY_NAME`,
 `quantizers.FUNCTIONS`) stay with the classes, read when called."""
 
+import types
+
 import tensorflow as tf
 
-__all__ = ["deserialize", "function_named"]
+__all__ = ["decorated_function_config", "deserialize", "function_named"]
 
 # The module the quantizer classes are saved under.
 _QUANTIZERS = "graph_override.keras.quantizers"
+
+
+def decorated_function_config(quantizer):
+    """The config of a function that TensorFlow decorated (a
+    ``@tf.custom_gradient`` function, larq's recipe for a quantizer of one's
+    own): the function's config, by the decorated function's name or the
+    name it was registered with, where Keras would save the class name of
+    the callable object TensorFlow made of it (``Bind``), which no process
+    can load. None for anything else."""
+    wrapped = getattr(quantizer, "__wrapped__", None)
+    if (isinstance(quantizer, types.FunctionType) or not hasattr(quantizer, "_tf_decorator")
+            or not isinstance(wrapped, types.FunctionType)):
+        return None
+    config = tf.keras.utils.serialize_keras_object(wrapped)
+    name = tf.keras.utils.get_registered_name(quantizer)
+    if isinstance(config, dict):
+        return dict(config, config=name)
+    return name
 
 
 def function_named(name, custom_objects=None):

@@ -375,8 +375,24 @@ class QuantSeparableConv2D(_QuantizedLayer, _PadValues, _K.SeparableConv2D):
     quantizer_arguments = QuantSeparableConv1D.quantizer_arguments
 
 
+def _signature(cls):
+    """What inspect, help and IDEs show for `cls` (whose ``__init__`` takes
+    ``*args, input_quantizer, **kwargs``): the Keras layer's signature, the
+    quantizer arguments (and ``pad_values``) keyword-only before ``**kwargs``."""
+    keras_layer = next(c for c in cls.__mro__ if c.__module__.startswith(("keras", "tf")))
+    params = list(inspect.signature(keras_layer.__init__).parameters.values())[1:]
+    added = ["input_quantizer"] + [a for a, _ in cls.quantizer_arguments] + (
+        ["pad_values"] if issubclass(cls, _PadValues) else [])
+    return inspect.Signature([p for p in params if p.kind != p.VAR_KEYWORD] + [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                          default=0.0 if name == "pad_values" else None) for name in added]
+        + [p for p in params if p.kind == p.VAR_KEYWORD])
+
+
 LAYERS = (QuantConv1D, QuantConv2D, QuantConv2DTranspose, QuantConv3D,
           QuantConv3DTranspose, QuantDense, QuantDepthwiseConv2D,
           QuantSeparableConv1D, QuantSeparableConv2D)
 
+for _layer in LAYERS:
+    _layer.__signature__ = _signature(_layer)
 keras_saving.register(LAYERS)

@@ -259,7 +259,8 @@ def summary(model, print_fn=None, include_macs=True):
     Args:
       model: a built Keras model.
       print_fn: called with each table's text (default print).
-      include_macs: whether to count multiply-accumulates.
+      include_macs: whether the summary counts multiply-accumulates (the
+        per-layer table keeps its MAC columns either way, as larq's does).
 
     Raises:
       ValueError: the model is not built yet.
@@ -271,5 +272,5 @@ def summary(model, print_fn=None, include_macs=True):
             "layer an input (keras.Input)." % model.name)
     print_fn = print_fn or print
     profile = _Model(model)
-    print_fn(_draw(profile.table(include_macs), "%s stats" % model.name, True, True))
+    print_fn(_draw(profile.table(True), "%s stats" % model.name, True, True))
     print_fn(_draw(profile.totals(include_macs), "%s summary" % model.name, False, False))

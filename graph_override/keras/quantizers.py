@@ -4,9 +4,9 @@ A quantizer is a Keras layer that maps a full-precision tensor to a quantized
 one with a straight-through gradient; the quantized layers
 (`graph_override.keras.layers`) apply one to their input
 (``input_quantizer``) and one to each kernel (``kernel_quantizer``). Each is
-bitwise larq 0.13.3's, forward and gradient: the forward values are
-`graph_override.tf2`'s estimators, the gradients larq's expressions (see
-`graph_override.keras._functions` for why). The quantizers:
+bitwise larq 0.13.3's, forward and gradient (but SwishSign's 0 at +-inf):
+both read from the estimator records, as `graph_override.tf2` does
+(`graph_override.keras._functions`). The quantizers:
 
 | name (`get`)             | class                | precision | function               |
 |--------------------------|----------------------|-----------|------------------------|
@@ -25,6 +25,7 @@ function of one tensor are accepted wherever a quantizer is (`get`).
 """
 
 import difflib
+import inspect
 import numbers
 
 import tensorflow as tf
@@ -39,12 +40,15 @@ __all__ = [
     "serialize", "ste_heaviside", "ste_sign", "ste_tern", "swish_sign",
 ]
 
-from graph_override.keras._functions import (approx_sign, magnitude_aware_sign,
-                                             ste_heaviside, ste_sign, ste_tern,
-                                             swish_sign)
-from graph_override.keras._functions import dorefa_k_bit as _dorefa_k_bit
 from graph_override.keras import _functions
+from graph_override.keras._quantizer_configs import decorated_function_config as _decorated
 from graph_override.keras._quantizer_configs import deserialize, function_named
+
+
+# Each name of a quantizer class (its own, larq's), filled as it is defined; the
+# functions by name: a layer given one (``lq.quantizers.ste_sign``) saves its name.
+BY_NAME = {}
+FUNCTIONS = {}
 
 
 class Quantizer(tf.keras.layers.Layer):
@@ -58,6 +62,14 @@ class Quantizer(tf.keras.layers.Layer):
     """
 
     precision = None
+    larq_names = ()  # the names `get` knows the class by, beside its own
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # Each quantizer class registers its names where it is defined.
+        if cls.__module__ == __name__ and not cls.__name__.startswith("_"):
+            for name in (cls.__name__,) + tuple(cls.__dict__.get("larq_names", ())):
+                BY_NAME[name] = cls
 
     def __init__(self, metrics=None, **kwargs):
         if metrics:
@@ -115,6 +127,8 @@ class NoOp(Quantizer):
       QuantizerError: another precision (0, a fraction, a bool).
     """
 
+    larq_names = ("noop", "NoOpQuantizer")
+
     def __init__(self, precision=None, **kwargs):
         if precision is not None and (
                 isinstance(precision, bool) or not isinstance(precision, numbers.Integral)
@@ -132,30 +146,51 @@ class NoOp(Quantizer):
         return {"precision": self.precision}
 
 
-class _Clipped(Quantizer):
-    """A quantizer whose one setting is `clip_value` (None: no clipping)."""
+class _Estimator(Quantizer):
+    """A quantizer that is an estimator record: its settings are the
+    record's parameters, with the record's defaults (positionally too, as
+    larq's constructors take them), its values tf2's and its gradient larq's
+    (`graph_override.keras._functions`)."""
 
-    function = None  # the quantizer function, of (x, clip_value)
+    estimator = None  # the record's name, also the quantizer's name in `get`
 
-    def __init__(self, clip_value=1.0, **kwargs):
-        self.clip_value = clip_value
+    def __init_subclass__(cls, **kwargs):
+        if "estimator" in cls.__dict__:
+            cls.larq_names = (cls.estimator,)
+            FUNCTIONS[cls.estimator] = _functions.function(cls.estimator)
+            # What inspect and help show: the record's settings, then Keras's.
+            cls.__signature__ = inspect.Signature(
+                [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                   default=default)
+                 for name, default in _functions.defaults(cls.estimator).items()]
+                + [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
+        super().__init_subclass__(**kwargs)
+
+    def __init__(self, *args, **kwargs):
+        names = list(_functions.defaults(self.estimator))
+        if len(args) > len(names):
+            raise QuantizerError("%s takes the settings %s, got %d positional arguments"
+                                 % (type(self).__name__, ", ".join(names), len(args)))
+        settings = dict(_functions.defaults(self.estimator), **dict(zip(names, args)))
+        settings.update((k, kwargs.pop(k)) for k in names if k in kwargs)
+        for name, value in settings.items():
+            setattr(self, name, value)
         super().__init__(**kwargs)
 
     def call(self, inputs):
-        return self.function(inputs, clip_value=self.clip_value)
+        return FUNCTIONS[self.estimator](inputs, **self._settings())
 
     def parts(self):
-        return _functions.parts(self.function.__name__, clip_value=self.clip_value)
+        return _functions.parts(self.estimator, **self._settings())
 
     def compact(self, dtype):
-        return _functions.compact_parts(self.function.__name__, dtype,
-                                        clip_value=self.clip_value)
+        return _functions.compact_parts(self.estimator, dtype, **self._settings())
 
     def _settings(self):
-        return {"clip_value": self.clip_value}
+        return {name: getattr(self, name) for name in _functions.defaults(self.estimator)}
 
 
-class SteSign(_Clipped):
+class SteSign(_Estimator):
     """Binarization with the straight-through estimator: ``q(x) = -1`` for
     ``x < 0``, ``+1`` for ``x >= 0`` (also for -0.0); ``dq/dx = 1`` where
     ``|x| <= clip_value`` (inclusive; None: everywhere), else 0.
@@ -165,66 +200,56 @@ class SteSign(_Clipped):
     """
 
     precision = 1
+    estimator = "ste_sign"
 
-    function = staticmethod(ste_sign)
 
-
-class ApproxSign(Quantizer):
+class ApproxSign(_Estimator):
     """Sign with Bi-Real Net's gradient ``2 - 2|x|`` for ``|x| <= 1``, else 0.
 
     Reference: Liu et al., "Bi-Real Net", https://arxiv.org/abs/1808.00278.
     """
 
     precision = 1
-
-    def call(self, inputs):
-        return approx_sign(inputs)
-
-    def parts(self):
-        return _functions.parts("approx_sign")
+    estimator = "approx_sign"
 
 
-class SteHeaviside(_Clipped):
+class SteHeaviside(_Estimator):
     """``q(x) = 1`` for ``x > 0``, 0 for ``x <= 0``; ``dq/dx = 1`` where
     ``|x| <= clip_value``, else 0."""
 
     precision = 1
+    estimator = "ste_heaviside"
 
-    function = staticmethod(ste_heaviside)
 
-
-class SwishSign(Quantizer):
+class SwishSign(_Estimator):
     """Sign with the SignSwish gradient
-    ``beta * (2 - beta*x * tanh(beta*x / 2)) / (1 + cosh(beta*x))``.
+    ``beta * (2 - beta*x * tanh(beta*x / 2)) / (1 + cosh(beta*x))`` (0 at
+    x = +-inf, where larq's formula gives NaN).
 
     Reference: Darabi et al., "BNN+", https://arxiv.org/abs/1812.11800.
     """
 
     precision = 1
+    estimator = "swish_sign"
 
-    def __init__(self, beta=5.0, **kwargs):
-        self.beta = beta
-        super().__init__(**kwargs)
+
+class MagnitudeAwareSign(SteSign):
+    """``mean(|x|) * ste_sign(x)`` (the mean over every axis but the last) as
+    a layer, Bi-Real Net's weight quantizer."""
+
+    larq_names = ("magnitude_aware_sign",)
 
     def call(self, inputs):
-        return swish_sign(inputs, beta=self.beta)
+        return magnitude_aware_sign(inputs, **self._settings())
 
     def parts(self):
-        return _functions.parts("swish_sign", beta=self.beta)
+        return _functions.magnitude_parts(**self._settings())
 
-    def _settings(self):
-        return {"beta": self.beta}
-
-
-class MagnitudeAwareSign(_Clipped):
-    """`magnitude_aware_sign` as a layer (Bi-Real Net's weight quantizer)."""
-
-    precision = 1
-
-    function = staticmethod(magnitude_aware_sign)
+    def compact(self, dtype):
+        return None
 
 
-class SteTern(Quantizer):
+class SteTern(_Estimator):
     """Ternarization: ``q(x) = +1`` for ``x >= t``, ``-1`` for ``x <= -t``, 0
     between (the threshold itself maps to ±1, as in larq); ``t`` is
     `threshold_value`, or ``0.7 * mean(|x|)`` with `ternary_weight_networks`.
@@ -235,31 +260,17 @@ class SteTern(Quantizer):
     """
 
     precision = 2
+    estimator = "ste_tern"
 
-    def __init__(self, threshold_value=0.05, ternary_weight_networks=False,
-                 clip_value=1.0, **kwargs):
-        self.threshold_value = threshold_value
-        self.ternary_weight_networks = ternary_weight_networks
-        self.clip_value = clip_value
-        super().__init__(**kwargs)
 
-    def call(self, inputs):
-        return ste_tern(inputs, threshold_value=self.threshold_value,
-                        ternary_weight_networks=self.ternary_weight_networks,
-                        clip_value=self.clip_value)
+_DOREFA_K_BIT = _functions.defaults("dorefa_quantize")["k_bit"]
 
-    def parts(self):
-        return _functions.parts("ste_tern", threshold_value=self.threshold_value,
-                                ternary_weight_networks=self.ternary_weight_networks,
-                                clip_value=self.clip_value)
 
-    def compact(self, dtype):
-        return _functions.compact_parts("ste_tern", dtype, clip_value=self.clip_value)
-
-    def _settings(self):
-        return {"threshold_value": self.threshold_value,
-                "ternary_weight_networks": self.ternary_weight_networks,
-                "clip_value": self.clip_value}
+def _check_mode(mode):
+    if mode not in ("activations", "weights"):
+        raise QuantizerError("DoReFa(mode=%r): the mode is 'activations' or "
+                             "'weights'." % (mode,))
+    return mode
 
 
 class DoReFa(Quantizer):
@@ -273,10 +284,10 @@ class DoReFa(Quantizer):
     Reference: Zhou et al., "DoReFa-Net", https://arxiv.org/abs/1606.06160.
     """
 
-    def __init__(self, k_bit=2, mode="activations", **kwargs):
-        if mode not in ("activations", "weights"):
-            raise QuantizerError("DoReFa(mode=%r): the mode is 'activations' or "
-                                 "'weights'." % (mode,))
+    larq_names = ("dorefa_quantizer", "DoReFaQuantizer")
+
+    def __init__(self, k_bit=_DOREFA_K_BIT, mode="activations", **kwargs):
+        _check_mode(mode)
         if isinstance(k_bit, bool) or not isinstance(k_bit, int) or not 1 <= k_bit <= 32:
             raise QuantizerError("DoReFa(k_bit=%r): the bit width is an integer "
                                  "from 1 to 32." % (k_bit,))
@@ -285,8 +296,9 @@ class DoReFa(Quantizer):
         super().__init__(**kwargs)
 
     def _bounded(self, inputs):
-        """The input mapped into [0, 1], before the k-bit step."""
-        if self.mode == "weights":
+        """The input mapped into [0, 1], before the k-bit step (the mode
+        checked again: it is a plain attribute, which may have changed)."""
+        if _check_mode(self.mode) == "weights":
             limited = tf.math.tanh(inputs)
             dividend = tf.stop_gradient(tf.math.reduce_max(tf.math.abs(limited)))
             return tf.math.divide_no_nan(limited, 2.0 * dividend) + 0.5
@@ -296,7 +308,7 @@ class DoReFa(Quantizer):
         return 2.0 * stepped - 1.0 if self.mode == "weights" else stepped
 
     def call(self, inputs):
-        return self._output(_dorefa_k_bit(self._bounded(inputs), self.precision))
+        return self._output(_functions.dorefa_k_bit(self._bounded(inputs), self.precision))
 
     def parts(self):
         def value(x):
@@ -316,32 +328,20 @@ class DoReFa(Quantizer):
         return {"k_bit": self.precision, "mode": self.mode}
 
 
-# larq's older names of two classes.
-NoOpQuantizer = NoOp
-DoReFaQuantizer = DoReFa
+NoOpQuantizer, DoReFaQuantizer = NoOp, DoReFa  # larq's older names of two classes
 
-CLASSES = (ApproxSign, DoReFa, MagnitudeAwareSign, NoOp, SteHeaviside, SteSign,
-           SteTern, SwishSign)
-# Every name a quantizer is known by (larq's aliases and class names).
-BY_NAME = dict([("approx_sign", ApproxSign), ("dorefa_quantizer", DoReFa),
-                ("magnitude_aware_sign", MagnitudeAwareSign), ("noop", NoOp),
-                ("ste_heaviside", SteHeaviside), ("ste_sign", SteSign),
-                ("ste_tern", SteTern), ("swish_sign", SwishSign),
-                ("DoReFaQuantizer", DoReFa), ("NoOpQuantizer", NoOp)]
-               + [(c.__name__, c) for c in CLASSES])
-
+CLASSES = tuple(sorted(set(BY_NAME.values()), key=lambda c: c.__name__))
 keras_saving.register(CLASSES)
-# The quantizer functions by name: a layer given one (``lq.quantizers.ste_sign``,
-# as larq scripts write) saves it as a function config of that name.
-FUNCTIONS = {f.__name__: f for f in (approx_sign, magnitude_aware_sign, ste_heaviside,
-                                     ste_sign, ste_tern, swish_sign)}
+ste_sign, approx_sign, swish_sign, ste_heaviside, ste_tern = (
+    FUNCTIONS[c.estimator] for c in (SteSign, ApproxSign, SwishSign, SteHeaviside, SteTern))
+magnitude_aware_sign = FUNCTIONS["magnitude_aware_sign"] = _functions.magnitude_aware_sign
 
 
 def serialize(quantizer):
     """The Keras config of a quantizer (None for None)."""
     if quantizer is None:
         return None
-    return tf.keras.utils.serialize_keras_object(quantizer)
+    return _decorated(quantizer) or tf.keras.utils.serialize_keras_object(quantizer)
 
 
 def _where(layer, argument):

@@ -197,9 +197,24 @@ def gk_or_lq(layers_module):
     return gk.quantizers if layers_module is gk.layers else lq.quantizers
 
 
-def test_summary_is_larqs():
+@pytest.mark.parametrize("include_macs", [True, False])
+def test_summary_is_larqs(include_macs):
     lines_ours, lines_theirs = [], []
-    gk.models.summary(_summary_model(gk.layers), print_fn=lines_ours.append)
-    lq.models.summary(_summary_model(lq.layers), print_fn=lines_theirs.append)
+    gk.models.summary(_summary_model(gk.layers), print_fn=lines_ours.append,
+                      include_macs=include_macs)
+    lq.models.summary(_summary_model(lq.layers), print_fn=lines_theirs.append,
+                      include_macs=include_macs)
     assert lines_ours == lines_theirs
-    assert "Ratio of MACs that are binarized" in lines_ours[1]
+    # larq keeps the table's MAC columns without include_macs; only the
+    # summary's MAC rows go.
+    assert "1-bit MACs" in lines_ours[0]
+    assert ("Ratio of MACs that are binarized" in lines_ours[1]) == include_macs
+
+
+def test_swish_sign_at_infinity_is_zero_where_larqs_is_nan():
+    # The one documented difference from larq's gradients (docs/guide/keras.md).
+    x = tf.constant([np.inf, -np.inf, 0.5], tf.float32)
+    ours, theirs = (_run(q, x.numpy(), np.ones(3, np.float32), False)[1]
+                    for q in (gk.quantizers.SwishSign(), lq.quantizers.SwishSign()))
+    assert np.isnan(theirs[:2]).all() and (ours[:2] == 0).all()
+    np.testing.assert_array_equal(ours[2:].view(np.uint32), theirs[2:].view(np.uint32))

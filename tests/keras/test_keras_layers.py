@@ -4,6 +4,7 @@ larq's conventions (sign(±0) = +1, inclusive clips, the ternary threshold to
 ±1, DoReFa's half-to-even rounding, MagnitudeAwareSign per output channel,
 pad_values after quantization), and the errors."""
 
+import inspect
 import json
 import re
 
@@ -347,3 +348,37 @@ def test_quant_dense_casts_a_non_float_input_as_keras_dense_does():
     got = layer(ints)
     assert got.dtype == tf.float32
     np.testing.assert_array_equal(got.numpy(), layer(tf.cast(ints, tf.float32)).numpy())
+
+
+@pytest.mark.parametrize("name", ["QuantDense", "QuantConv2D", "QuantDepthwiseConv2D",
+                                  "QuantSeparableConv1D", "QuantConv3DTranspose"])
+def test_signature_shows_the_keras_parameters(name):
+    ours = inspect.signature(getattr(lq.layers, name)).parameters
+    keras = inspect.signature(getattr(tf.keras.layers, name[len("Quant"):])).parameters
+    added = [p for p in ours if p not in keras]
+    assert [p for p in ours if p in keras] == list(keras)
+    assert all(ours[p].default == keras[p].default for p in keras)
+    assert added[0] == "input_quantizer" and all(
+        ours[p].kind is inspect.Parameter.KEYWORD_ONLY for p in added)
+    assert ("pad_values" in added) == (name not in ("QuantDense", "QuantConv3DTranspose"))
+
+
+def test_dorefa_checks_a_mode_changed_after_construction():
+    quantizer = lq.quantizers.DoReFa(k_bit=2, mode="activations")
+    quantizer.mode = "unknown"
+    with pytest.raises(QuantizerError, match="DoReFa\\(mode='unknown'\\)"):
+        quantizer.call([0.0])
+    with pytest.raises(QuantizerError, match="DoReFa\\(mode='unknown'\\)"):
+        quantizer.parts()[0](tf.constant([0.5]))
+
+
+def test_summary_without_macs_keeps_the_tables_mac_columns_as_larq():
+    model = tf.keras.Sequential([
+        tf.keras.Input((4,)),
+        lq.layers.QuantDense(3, input_quantizer="ste_sign", kernel_quantizer="ste_sign",
+                             kernel_constraint="weight_clip")])
+    with_macs, without = [], []
+    lq.models.summary(model, print_fn=with_macs.append)
+    lq.models.summary(model, print_fn=without.append, include_macs=False)
+    assert without[0] == with_macs[0] and "1-bit MACs" in without[0]
+    assert "Number of MACs" in with_macs[1] and "MACs" not in without[1]
