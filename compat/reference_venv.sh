@@ -15,12 +15,15 @@
 #                                     --no-deps into a folder that the tests add
 #                                     to the path of a TensorFlow python, so it
 #                                     runs on the TensorFlow under test (2.21 or 2.15)
+#   compat/.reference/shap-pyX.Y/     SHAP and what its import needs beyond the TensorFlow
+#                                     venvs' own packages (compat/reference-shap.txt), the
+#                                     same way
 #
 # Environment: PYTHON, the interpreter (default python3; the CPU torch wheel
 # is cp311, so Python 3.11); GRAPH_OVERRIDE_REFERENCE_DIR moves compat/.reference.
 # Each part is rebuilt when its requirements file changed (a stamp holds
 # its checksum), under a lock, so parallel test runs build it once.
-# Prints `captum_python=PATH`, `innvestigate_python=PATH` and `pair_path=PATH` last. Exit status: 0, or 2
+# Prints `captum_python=PATH`, `innvestigate_python=PATH`, `pair_path=PATH` and `shap_path=PATH` last. Exit status: 0, or 2
 # when an install failed (its output says why).
 set -euo pipefail
 export PIP_ROOT_USER_ACTION=ignore
@@ -33,6 +36,7 @@ PYVER="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
   || fail "PYTHON=$PY does not run; set PYTHON to a Python 3.11 interpreter"
 CAPTUM="$DIR/captum"
 PAIR="$DIR/pair-py$PYVER"
+SHAP="$DIR/shap-py$PYVER"
 mkdir -p "$DIR" || fail "cannot create $DIR"
 
 # Holds the lock until the script ends: a second run waits, then finds the stamps.
@@ -96,6 +100,16 @@ if ! up_to_date "$INNV" "$REQ"; then
   stamp "$INNV" "$REQ"
 fi
 
+REQ="$ROOT/compat/reference-shap.txt"
+if ! up_to_date "$SHAP" "$REQ"; then
+  echo "compat/reference_venv.sh: installing SHAP into ${SHAP#$ROOT/}" >&2
+  rm -rf "$SHAP"
+  quiet "$PY" -m pip install -q --no-deps --target "$SHAP" -r "$REQ" \
+    || fail "installing compat/reference-shap.txt into $SHAP failed"
+  stamp "$SHAP" "$REQ"
+fi
+
 echo "captum_python=$CAPTUM/bin/python"
 echo "innvestigate_python=$INNV/bin/python"
 echo "pair_path=$PAIR"
+echo "shap_path=$SHAP"

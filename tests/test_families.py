@@ -6,6 +6,7 @@ float16, bfloat16, float32 and float64. The overrides family runs in graph
 mode (Session); stopgrad and tf2 in graph, eager and tf.function mode.
 """
 
+import ast
 import functools
 import inspect
 
@@ -289,7 +290,7 @@ def test_non_finite_inputs_forward_is_exact_in_every_family(name):
     params = {"scale_gradient": {"scale": 2.0},
               "clip_gradient": {"clip_value_min": -1.0, "clip_value_max": 1.0}}.get(name, {})
     # An even count: deeplift_rescale reads the batch as [inputs; references].
-    x = np.array([np.inf, -np.inf, np.nan, 1.0, -0.0, 2.0], np.float32)
+    x = _shaped(name, np.array([np.inf, -np.inf, np.nan, 1.0, -0.0, 2.0], np.float32))
     oracle = testing.evaluate(_fn(tf2, name, params), x, "eager")
     for family, mode in FAMILY_MODES:
         got = testing.evaluate(_fn(family, name, params), x, mode)
@@ -477,6 +478,13 @@ def _required(name):
     return {p.name: 0.5 for p in estimators.ESTIMATORS[name].params if p.required}
 
 
+def _shaped(name, x):
+    """x's values in the shape of the record's example input where its op
+    takes a shape of its own (deeplift_maxpool: MaxPool's 4-D), else x."""
+    example = np.array(ast.literal_eval(estimators.ESTIMATORS[name].doc.x))
+    return x if example.ndim <= 1 else np.resize(x, example.shape)
+
+
 @pytest.mark.parametrize("family", [tf2, stopgrad], ids=["tf2", "stopgrad"])
 def test_autograph_runs_each_estimator_as_it_is_without_a_warning(family):
     """The functions are compiled from a template: AutoGraph, asked to convert
@@ -488,12 +496,18 @@ def test_autograph_runs_each_estimator_as_it_is_without_a_warning(family):
     def every_estimator(x):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            ys = [getattr(family, name)(x, **_required(name))
-                  for name in functions.ESTIMATOR_FUNCTIONS]
+            inputs = []
+            for name in functions.ESTIMATOR_FUNCTIONS:  # x's values, as _shaped gives them
+                shape = _shaped(name, np.zeros(6)).shape
+                size = int(np.prod(shape))
+                inputs.append(tf.reshape(tf.tile(x, [-(-size // 6)])[:size], shape))
+            ys = [getattr(family, name)(t, **_required(name))
+                  for name, t in zip(functions.ESTIMATOR_FUNCTIONS, inputs)]
         return ys, tape.gradient(ys, x)
 
     with _Records() as records:
         ys, _ = tf.function(every_estimator)(x)
     assert [r.getMessage() for r in records] == []
     for name, y in zip(functions.ESTIMATOR_FUNCTIONS, ys):
-        np.testing.assert_array_equal(y.numpy(), getattr(tf2, name)(x, **_required(name)))
+        np.testing.assert_array_equal(y.numpy(), getattr(tf2, name)(
+            _shaped(name, x.numpy()), **_required(name)))

@@ -12,7 +12,8 @@ op types' gradients replaced by a rule (an estimator of
 | guided_backprop | Relu, Relu6, LeakyRelu -> guided_relu | no |
 | deconvnet | Relu, Relu6, LeakyRelu -> deconv_relu | no |
 | eps_lrp | the nonlinear ops -> eps_lrp(epsilon) | no |
-| deeplift | the nonlinear ops -> deeplift_rescale | yes (zeros by default) |
+| deeplift | the nonlinear ops -> deeplift_rescale; MaxPool -> deeplift_maxpool; Softmax -> deeplift_softmax | yes (zeros by default) |
+| occlusion | none: no gradient, the outputs of occluded copies | the occluded value (zeros by default) |
 
 The nonlinear ops (`NONLINEAR_OPS`) are Relu, Relu6, LeakyRelu, Elu, Selu,
 Sigmoid, Tanh and Softplus. Any other op on the path from the input to the
@@ -20,21 +21,24 @@ output is either in `LINEAR_OPS`, whose own gradient is what every method
 uses, or not covered: the coverage report (`graph_override.attribution.coverage`)
 lists those before a run.
 
-MaxPool keeps its gradient here (the gradient goes to the window's maximum),
-as it does in DeepExplain. The references differ on it, and so do their
-DeepLIFT numbers on a network with max pooling:
+MaxPool keeps its gradient under every method but DeepLIFT, whose
+`deeplift_maxpool` rule is SHAP's (`graph_override.estimators.deeplift_ops`;
+MaxPool's gradient under DeepLIFT is ``rules=["MaxPool=MaxPool"]``). The
+references differ on it, and so do their DeepLIFT numbers on a network with
+max pooling:
 
 | library | MaxPool under DeepLIFT |
 |---|---|
-| graph_override | its gradient: dy to the argmax of the window of x |
+| graph_override | SHAP's cross-max rescale (below): the maps sum to f(x) - f(r) |
 | DeepExplain (Ancona et al.) | its gradient: only Relu, Elu, Sigmoid, Tanh and Softplus are overridden; Relu6, CRelu and Softsign raise a warning |
 | Captum (`captum/attr/_core/deep_lift.py`, `maxpool`) | a rescale-like rule: the output difference max(y, y_ref) - y_ref and y - max(y, y_ref) is unpooled to the argmax positions of x and of the reference and divided by x - r (the gradient where abs(x - r) < 1e-10); measured with Captum 0.8.0 (tests/attribution/reference): it takes effect only where the pool's input does not come straight from a ReLU module, so a Conv, ReLU, MaxPool stack gets MaxPool's gradient there as here |
 | SHAP DeepExplainer (`deep_tf.py`, `op_handlers["MaxPool"] = maxpool`) | the same cross-max rescale as Captum |
 
-With the gradient, DeepLIFT's summation to delta holds exactly on networks
-without MaxPool; with it, it holds only where each window's argmax is the same
-for the input and the reference. Captum's and SHAP's rule keeps the summation
-in more cases; DeepExplain's numbers and ours agree.
+With MaxPool's gradient, DeepLIFT's summation to delta holds only where each
+window's argmax is the same for the input and the reference; with SHAP's rule
+it holds (tests/attribution/test_deeplift_conserves.py), and our maps equal
+SHAP's (tests/attribution/reference/test_shap_deep.py). Captum's rule missed
+f(x) - f(r) by up to 0.09 where it applied (tests/attribution/reference).
 
 FusedBatchNorm(V3) is linear (an affine map of its input) only in inference
 mode, ``is_training=False``, as in every frozen model; in training mode it
@@ -173,6 +177,25 @@ def _rows(method, value):  # pylint: disable=unused-argument
     return value
 
 
+def _shape_flag(text):
+    """3 or 3,3: a patch or a stride (an int, or one per leading axis)."""
+    try:
+        values = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        values = (0,)
+    if min(values) < 1:
+        raise argparse.ArgumentTypeError("expected a size N >= 1 or N1,N2,... (one per "
+                                         "leading axis of an example), got %r" % text)
+    return values[0] if len(values) == 1 else values
+
+
+def _patch(method, value):
+    if value is None:
+        raise AttributionError("%s needs the patch's size: patch=3 (3x3 on an image, "
+                               "every channel; explain: --patch 3)" % method)
+    return value
+
+
 _BASELINE = Option("baseline", None, "the reference input: None (zeros), a number, one "
                    "example's shape or x's shape (explain: --baseline)")
 _ROWS = Option("internal_batch_size", None, "rows per model call (None: one point of the "
@@ -251,7 +274,9 @@ define(
     batch="inputs+references",
     summary="DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)",
     options=[_BASELINE],
-    rules=[("deeplift_rescale", {"shared_reference": False})])
+    rules=[("deeplift_rescale", {"shared_reference": False}),
+           ("deeplift_maxpool", {"shared_reference": False}),
+           ("deeplift_softmax", {"shared_reference": False})])
 
 
 def _composite(method, value):  # pylint: disable=unused-argument
@@ -298,3 +323,20 @@ define(
                     "maximum takes all); 'proportional'",
                     _choice("max_pool", ("winner", "proportional")),
                     Flag("--max-pool", metavar="HOW", choices=("winner", "proportional")))])
+
+
+define(
+    "occlusion", function="graph_override.attribution.occlusions:occlusion",
+    summary="fall of the target when a sliding patch is set to the baseline, averaged over "
+            "the patches that cover each element (Zeiler and Fergus, 2014; Captum's "
+            "Occlusion)",
+    options=[Option("patch", None, "the patch's size: N on every axis of an example but "
+                    "the last (taken whole), or (N1, N2, ...) for the leading axes",
+                    _patch, Flag("--patch", _shape_flag, metavar="N[,N...]")),
+             Option("stride", 1, "the step between patches, as patch",
+                    flag=Flag("--stride", _shape_flag, metavar="N[,N...]")),
+             Option("baseline", None, "what an occluded element becomes: None (0), a "
+                    "number, one example's array or x's shape (explain: --baseline)"),
+             Option("internal_batch_size", 256, "rows per model call (several patches "
+                    "per call)", _rows,
+                    Flag("--internal-batch-size", _count_flag("rows"), metavar="ROWS"))])

@@ -12,7 +12,26 @@ without its ":0"); --baseline likewise (or zeros)."""
 import os
 import zipfile
 
-__all__ = ["read_array", "read_arrays", "several_names"]
+__all__ = ["baseline_number", "read_array", "read_arrays", "read_baseline", "several_names"]
+
+
+def baseline_number(text):
+    """The number --baseline gives (0.5, -1, 1e-3), or None for zeros or a
+    file (a file named like a number: ./0.5)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if value - value == 0 else None  # finite
+
+
+def read_baseline(text, read):
+    """--baseline as the methods take it: None for none or zeros, the number
+    it gives, or ``read(text, "--baseline")`` (the array or arrays)."""
+    if text in (None, "zeros"):
+        return None
+    number = baseline_number(text)
+    return number if number is not None else read(text, "--baseline")
 
 
 def several_names(inputs):

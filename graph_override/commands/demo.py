@@ -1,6 +1,7 @@
 """graph-override demo: train a binarized network on real digits in a
 Session, and see the three families agree."""
 
+import ast
 import functools
 
 from graph_override.commands._usage import usage_error
@@ -81,14 +82,17 @@ def _families_table():
     up = np.random.RandomState(1).randn(x.size).astype(np.float32)
     rows = []
     for name, spec in estimators.ESTIMATORS.items():
-        # Each estimator with the parameters of its docstring example.
-        ref = testing.evaluate(functools.partial(getattr(tf2, name), **spec.doc.example), x,
-                               "eager", upstream=up)
+        # Each estimator with the parameters of its docstring example; one
+        # whose op takes a shape of its own (MaxPool: 4-D) on that example's input.
+        example = np.array(ast.literal_eval(spec.doc.x), np.float32)
+        xs, ups = (x, up) if example.ndim <= 1 else (example, None)
+        ref = testing.evaluate(functools.partial(getattr(tf2, name), **spec.doc.example), xs,
+                               "eager", upstream=ups)
         row = [name]
         for fam, mode in ((overrides, "graph"), (stopgrad, "graph"),
                           (stopgrad, "eager")):
             r = testing.evaluate(functools.partial(getattr(fam, name), **spec.doc.example),
-                                 x, mode, upstream=up)
+                                 xs, mode, upstream=ups)
             same_fwd = np.array_equal(r.outputs.view(np.uint32),
                                       ref.outputs.view(np.uint32))
             row.append((same_fwd, float(np.max(np.abs(r.gradients[0] - ref.gradients[0])))))

@@ -12,7 +12,8 @@ from graph_override.commands._explain_options import (add_allow_option,  # noqa:
                                                        check_options, method_flags,
                                                        parse_maps, target)
 from graph_override.attribution import method_table as _method_table
-from graph_override.commands._explain_data import read_array, read_arrays, several_names
+from graph_override.commands._explain_data import (baseline_number, read_array, read_arrays,
+                                                   read_baseline, several_names)
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
@@ -69,6 +70,7 @@ EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method integrated_gradients --data x.npy --baseline blurred.npy --steps 100 --rule riemann_middle -o ig.npy
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method smoothgrad --data x.npy --seed 0 --samples 25 -o sg.npy
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method grad_cam --data x.npy --layer conv2/Relu:0 --resize -o cam.npy
+  graph-override explain model.pb --inputs x:0 --outputs logits:0 --method occlusion --data x.npy --patch 3 --stride 2 --baseline 0.5 -o occ.npy
   graph-override inspect model.pb --method deeplift --inputs x:0 --outputs logits:0   # coverage only"""
 
 
@@ -91,9 +93,9 @@ def configure(parser):
     parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
-    parser.add_argument("--baseline", metavar="zeros|FILE.npy",
-                        help="integrated_gradients and deeplift: the reference input, "
-                             "one per example or one for all (default zeros)")
+    parser.add_argument("--baseline", metavar="zeros|NUMBER|FILE.npy", help=(
+        "the reference input of the methods with one (occlusion: what a patch becomes): "
+        "a number, or an array, one per example or one for all (default zeros)"))
     add_method_options(parser)
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
@@ -144,7 +146,8 @@ def _check_outputs(args):
     if args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
     reads = [args.model] + args.data.split(",") + (
-        args.baseline.split(",") if args.baseline not in (None, "zeros") else [])
+        args.baseline.split(",") if args.baseline not in (None, "zeros")
+        and baseline_number(args.baseline) is None else [])
     for flag, path in outs:
         for read in reads:
             if _same(path, read):
@@ -193,8 +196,7 @@ def check(args):
         args.data_array = read_array(args.data, "--data")
         if args.data_array.shape[0] == 0:
             return "--data %s holds no examples (its first dimension is 0)" % args.data
-        args.baseline_array = (None if args.baseline in (None, "zeros")
-                          else read_array(args.baseline, "--baseline"))
+        args.baseline_array = read_baseline(args.baseline, read_array)
     except AttributionError as e:
         return str(e)
     return None
@@ -212,8 +214,8 @@ def _check_several(args, names):
                 "file, one array per input name" % (args.output, ", ".join(names)))
     try:
         args.data_array = read_arrays(args.data, names, "--data")
-        args.baseline_array = (None if args.baseline in (None, "zeros")
-                               else read_arrays(args.baseline, names, "--baseline"))
+        args.baseline_array = read_baseline(
+            args.baseline, lambda text, what: read_arrays(text, names, what))
     except AttributionError as e:
         return str(e)
     values = (args.data_array.values() if isinstance(args.data_array, dict)

@@ -19,15 +19,18 @@ from graph_override._console import stderr
 from graph_override.errors import RuleError
 from graph_override.estimators.ops import const
 
-__all__ = ["ACTIVATIONS", "RELUS", "SELU_ALPHA", "SELU_SCALE", "build", "check_op_type",
-           "deconv", "derivative", "eps_lrp_multiplier", "forward", "guided", "op_params",
-           "rescale_multiplier"]
+__all__ = ["ACTIVATIONS", "POOL_ATTRS", "RELUS", "SELU_ALPHA", "SELU_SCALE", "batch_inputs",
+           "build", "check_op_type", "deconv", "derivative", "eps_lrp_multiplier", "forward",
+           "guided", "op_params", "rescale_multiplier", "where"]
 
 ACTIVATIONS = ("Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Softplus")
 """The op types eps_lrp and deeplift_rescale cover, in the table's order."""
 
 RELUS = ("Relu", "Relu6", "LeakyRelu")
 """The op types guided_relu and deconv_relu cover."""
+
+POOL_ATTRS = {"MaxPool": ("ksize", "strides", "padding", "data_format", "explicit_paddings")}
+"""The attrs a rule on a pooling op reads from it (`op_params`)."""
 
 # tf.nn.selu's constants (tensorflow/core/kernels/relu_op_functor.h).
 SELU_SCALE = 1.0507009873554804934193349852946
@@ -77,6 +80,10 @@ def op_params(estimator, op_types, params, op):
     out = dict(params, activation=op.type)
     if op.type == "LeakyRelu":
         out["alpha"] = float(op.get_attr("alpha"))
+    if op.type in POOL_ATTRS:  # the pooling window, as MaxPoolGrad takes it
+        for attr in POOL_ATTRS[op.type]:
+            value = op.get_attr(attr)
+            out[attr] = value.decode() if isinstance(value, bytes) else value
     return out
 
 
@@ -149,7 +156,7 @@ def eps_lrp_multiplier(x, params, y):
     return _finite(y / (x + shift))
 
 
-def _where(y):
+def where(y):
     """The op a rule differentiates, for messages."""
     if tf.executing_eagerly():
         return "its input"
@@ -158,35 +165,36 @@ def _where(y):
     return "op %r" % y.op.name
 
 
-def _inputs(x, where, shared):
+def batch_inputs(x, site, shared, rule="deeplift_rescale"):
     """N, the inputs of x's batch (axis 0): [inputs; references] of 2N rows,
     or with `shared` [inputs; reference] of N + 1. RuleError now for a
     static batch that does not fit, an Assert op (a
-    tf.errors.InvalidArgumentError when run) for one unknown until then."""
+    tf.errors.InvalidArgumentError when run) for one unknown until then.
+    `site` names the op, `rule` the rule (DeepLIFT's rules share this)."""
     if shared:
-        hint = ("deeplift_rescale(shared_reference=True) needs the inputs and then one "
+        hint = ("%s(shared_reference=True) needs the inputs and then one "
                 "reference in one batch, [inputs; reference] along axis 0 "
-                "(tf.concat([x, baseline[None]], 0))")
+                "(tf.concat([x, baseline[None]], 0))" % rule)
         wrong = "fewer than 2 rows"
     else:
-        hint = ("deeplift_rescale needs the inputs and their references in one batch, "
-                "[inputs; references] along axis 0 (tf.concat([x, baseline], 0))")
+        hint = ("%s needs the inputs and their references in one batch, "
+                "[inputs; references] along axis 0 (tf.concat([x, baseline], 0))" % rule)
         wrong = "an odd number of rows"
     if x.shape.rank == 0:
-        raise RuleError("deeplift_rescale on %s: the input is a scalar, it has no batch "
-                        "axis. %s" % (where, hint))
+        raise RuleError("%s on %s: the input is a scalar, it has no batch "
+                        "axis. %s" % (rule, site, hint))
     rows = x.shape[0] if x.shape.rank is not None else None
     if rows is None:
         rows = tf.shape(x, out_type=tf.int32)[0]
         fits = rows >= 2 if shared else tf.equal(tf.math.floormod(rows, 2), 0)
         check = tf.raw_ops.Assert(condition=fits, data=[tf.constant(
-            "deeplift_rescale on %s: the batch (axis 0) has %s. %s" % (where, wrong, hint))],
+            "%s on %s: the batch (axis 0) has %s. %s" % (rule, site, wrong, hint))],
             summarize=1)
         with tf.control_dependencies([check]):
             rows = tf.identity(rows)
     elif (rows < 2) if shared else (rows % 2):
-        raise RuleError("deeplift_rescale on %s: the batch (axis 0) has %d rows, %s. %s" % (
-            where, rows, "fewer than 2" if shared else "an odd number", hint))
+        raise RuleError("%s on %s: the batch (axis 0) has %d rows, %s. %s" % (
+            rule, site, rows, "fewer than 2" if shared else "an odd number", hint))
     return _count_inputs(rows, shared)
 
 
@@ -227,7 +235,7 @@ def rescale_multiplier(x, params, y, n=None):
     finite. `n`: N, where the caller has checked the batch."""
     shared = params.get("shared_reference", False)
     if n is None:
-        n = _inputs(x, _where(y), shared)
+        n = batch_inputs(x, where(y), shared)
     x_in, x_ref, y_in, y_ref = x[:n], x[n:], y[:n], y[n:]
     delta_x = x_in - x_ref
     big = _at_least(tf.abs(delta_x), params["threshold"])
@@ -321,7 +329,7 @@ def fused_gradient(spec, x, dy, params, y, plain):
                                reduce_retracing=True)
         _fused_functions[key] = function
     if spec.name == "deeplift_rescale":
-        n = _inputs(x, _where(y), params["shared_reference"])
+        n = batch_inputs(x, where(y), params["shared_reference"])
         if isinstance(n, tf.Tensor):
             with tf.control_dependencies([n]):
                 return function(x, dy, y)

@@ -11,7 +11,7 @@ derived from these records; adding an estimator is adding a record here
 
 import tensorflow as tf
 
-from graph_override.estimators import attribution_ops, ops
+from graph_override.estimators import attribution_ops, deeplift_ops, ops
 from graph_override.estimators._record import (REQUIRED, Doc, choice, define, flag, integer,
                                                number)
 
@@ -307,3 +307,66 @@ define(
         grads="[1.  0.2 1.  0.2]",
         paper="Shrikumar et al., Learning Important Features Through Propagating "
               "Activation Differences, ICML 2017."))
+
+_SHARED = ("True: the batch is [inputs; reference], N + 1 rows, its last row\n"
+           "      the one reference of every input; False: [inputs; references], 2N rows.")
+
+define(
+    "deeplift_maxpool", op_type="MaxPool", op_types=deeplift_ops.MAXPOOL_OPS,
+    params=[number("threshold", 1e-7, "below this |x - r| the multiplier is 0 (SHAP's "
+                   "deep_tf maxpool).", positive=True),
+            flag("shared_reference", False, _SHARED),
+            integer("ksize", 2, "the window of the family functions' forward (a "
+                    "gradient function\n      reads the op's own).", low=1, high=2 ** 16)
+            ._replace(in_name=False),
+            integer("strides", 2, "the forward's stride (read from the op likewise).",
+                    low=1, high=2 ** 16)._replace(in_name=False),
+            choice("padding", "VALID", "the forward's padding (read from the op "
+                   "likewise).", choices=("VALID", "SAME"), in_name=False)],
+    forward=deeplift_ops.maxpool_forward, gradient=deeplift_ops.maxpool_gradient,
+    doc=Doc(
+        summary="The DeepLIFT rule of MaxPool (SHAP's DeepExplainer), inputs and "
+                "references in one batch.",
+        forward="y = MaxPool(x); its batch (axis 0) holds [inputs; references], as "
+                "deeplift_rescale's",
+        gradient=("per window, c = max(y, y_r): dy (c - y_r) goes to the argmax of x,\n"
+                  "            dy (y - c) to the argmax of r; m = what reached a "
+                  "position / (x - r),\n            0 where |x - r| < threshold; "
+                  "dx = concat([m, m]) (shared_reference:\n            "
+                  "concat([m, 0])). The attributions m (x - r) sum to dy (y - y_r)."),
+        row=("MaxPool; the batch holds [inputs; references] (or [inputs; reference])",
+             "c = max(y, y_r); dy * (c - y_r) to the argmax of x and dy * (y - c) to the "
+             "argmax of r, over (x - r); 0 where abs(x - r) < threshold"),
+        example={}, x="[[[[1.0], [3.0]], [[0.0], [2.0]]], [[[2.0], [0.0]], [[0.0], [1.0]]]]",
+        values="[[[[3.]]]\n    <BLANKLINE>\n    <BLANKLINE>\n     [[[2.]]]]",
+        grads=("[[[[-0.        ]\n       [ 0.33333334]]\n    <BLANKLINE>\n      [[ 0.        ]\n"
+               "       [ 0.        ]]]\n    <BLANKLINE>\n    <BLANKLINE>\n     [[[-0.        ]\n"
+               "       [ 0.33333334]]\n    <BLANKLINE>\n      [[ 0.        ]\n"
+               "       [ 0.        ]]]]"),
+        paper="Shrikumar et al., ICML 2017; Lundberg and Lee, A Unified Approach to "
+              "Interpreting Model Predictions, NeurIPS 2017 (SHAP's DeepExplainer)."))
+
+define(
+    "deeplift_softmax", op_type="Softmax", op_types=deeplift_ops.SOFTMAX_OPS,
+    params=[number("threshold", 1e-6, "below this |x - r| the centred input's "
+                   "multiplier is kept (SHAP's\n      deep_tf softmax).", positive=True),
+            flag("shared_reference", False, _SHARED)],
+    forward=lambda x, p: tf.nn.softmax(x), gradient=deeplift_ops.softmax_gradient,
+    doc=Doc(
+        summary="The DeepLIFT rule of Softmax (SHAP's DeepExplainer), inputs and "
+                "references in one batch.",
+        forward="y = softmax(x) on the last axis; its batch (axis 0) holds [inputs; "
+                "references]",
+        gradient=("SHAP's decomposition: e = exp(x - max x) by the rescale rule,\n"
+                  "            e / sum(e) by the Shapley values of its two inputs, carried "
+                  "to x\n            by (xc - rc) / (x - r); the attributions m (x - r) "
+                  "sum to\n            dy (y - y_r)"),
+        row=("Softmax (last axis); the batch holds [inputs; references] (or [inputs; "
+             "reference])",
+             "SHAP's: exp by rescale, e / sum(e) by Shapley values, then times "
+             "(xc - rc) / (x - r)"),
+        example={}, x="[[0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]]",
+        values="[[0.25 0.25 0.25 0.25]\n     [0.25 0.25 0.25 0.25]]",
+        grads=None,  # the gradient of sum(y), a constant 1: 0 (its signs vary)
+        paper="Lundberg and Lee, NeurIPS 2017 (SHAP's DeepExplainer, deep_tf.py "
+              "softmax)."))

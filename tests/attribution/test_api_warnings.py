@@ -18,8 +18,8 @@ W1 = np.array([[1.0, -1.0, 0.5], [-2.0, 1.0, 1.0]], np.float32)
 W2 = np.array([[1.0, -1.0], [-1.0, 2.0], [0.5, 1.0]], np.float32)
 X = np.array([[1.0, 0.5], [-1.0, 2.0], [0.0, 0.0]], np.float32)
 
-# Activations no rule of deeplift or guided backprop covers (a custom
-# softplus is Exp, AddV2, Log: only AddV2 is linear).
+# Activations no rule of guided backprop covers, nor of deeplift but Elu
+# and Softmax (a custom softplus is Exp, AddV2, Log: only AddV2 is linear).
 ACTIVATIONS = {
     "Softsign": tf.nn.softsign,
     "Erf": tf.math.erf,
@@ -57,7 +57,7 @@ def _caught(call):
 
 @pytest.mark.parametrize("method, activation", [
     (m, a) for m in ("deeplift", "guided_backprop") for a in sorted(ACTIVATIONS)
-    if not (m == "deeplift" and a == "Elu")])  # DeepLIFT has a rule for Elu
+    if not (m == "deeplift" and a in ("Elu", "Softmax"))])  # DeepLIFT has rules for them
 def test_an_uncovered_op_warns_on_every_call_of_a_frozen_graph(method, activation):
     explainer = attribution.Explainer(_graph_def(activation), inputs="x:0",
                                       outputs="logits:0")
@@ -122,7 +122,8 @@ VANISHING_METHODS = [m for m in attribution.METHODS if m not in ("deconvnet", "g
 def test_maps_that_are_exactly_zero_warn(form, method):
     model = (attribution.Explainer(_dead_keras()) if form == "keras" else
              attribution.Explainer(_dead_graph_def(), inputs="x:0", outputs="logits:0"))
-    options = {"integrated_gradients": {"steps": 4}, "smoothgrad": {"samples": 2, "seed": 0}}
+    options = {"integrated_gradients": {"steps": 4}, "smoothgrad": {"samples": 2, "seed": 0},
+               "occlusion": {"patch": 1}}
     for _ in range(2):
         result, caught = _caught(lambda: model.attribute(method, X, 0,
                                                          **options.get(method, {})))

@@ -55,11 +55,13 @@ def test_the_path_to_the_logits(method, expected):
 
 
 def test_default_ends_take_every_placeholder_and_every_unread_node():
-    report = coverage_report(_mlp(), "deeplift")
+    report = coverage_report(_mlp(), "eps_lrp")
     assert report.inputs == ["x:0"]
     assert sorted(report.outputs) == ["probs:0", "side:0"]
     assert _uncovered(report) == {"Softmax": (1, ["probs"])}  # Tanh is covered
-    assert "Softmax" in report.format() and "NOT covered by deeplift" in report.format()
+    assert "Softmax" in report.format() and "NOT covered by eps_lrp" in report.format()
+    # DeepLIFT has a Softmax rule
+    assert coverage_report(_mlp(), "deeplift").covered["Softmax"] == 1
 
 
 def test_linear_data_movement_and_running_sums_are_covered():
@@ -227,7 +229,7 @@ def test_cli_exit_status_and_usage_errors(tmp_path, capsys):
     code, out, _ = _main(capsys, "inspect", model, "--method", "deeplift",
                          "--inputs", "x:0", "--outputs", "logits:0")
     assert code == 0 and "every op type on the path is covered" in out
-    code, out, _ = _main(capsys, "inspect", model, "--method", "deeplift", "--json")
+    code, out, _ = _main(capsys, "inspect", model, "--method", "eps_lrp", "--json")
     import json  # pylint: disable=import-outside-toplevel
     data = json.loads(out)
     assert code == 1 and data["ok"] is False and data["file"] == model
@@ -294,7 +296,9 @@ def test_mobilenet_v2(mobilenet, capsys):
     assert _uncovered(report) == {"Softmax": (1, [softmax])}
     # Up to the logits (the Softmax's input), everything is covered.
     logits = [n for n in frozen.load(path).node if n.name == softmax][0].input[0]
-    assert coverage_report(path, "deeplift", inputs=x, outputs=logits).ok
-    code, out, _ = _main(capsys, "inspect", path, "--method", "deeplift",
+    assert coverage_report(path, "eps_lrp", inputs=x, outputs=logits).ok
+    code, out, _ = _main(capsys, "inspect", path, "--method", "eps_lrp",
                          "--inputs", x, "--outputs", y)
     assert code == 1 and "Softmax" in out and "Relu6 35" in out
+    # DeepLIFT's rules cover the Softmax too
+    assert coverage_report(path, "deeplift", inputs=x, outputs=y).covered["Softmax"] == 1

@@ -84,6 +84,25 @@ def _grad_cam(x, target):
     return np.maximum((h * (W2[:, target].T / 4.0)[:, None, None, :]).sum(axis=-1), 0)
 
 
+def _occlusion(x, target, patch, stride, baseline):
+    """The patches (patch rows x columns, every channel) every `stride`, each
+    element's mean drop of the target's logit over its patches."""
+    def logits(v):
+        return np.maximum(v.astype(np.float64) @ W1 + B1, 0).mean(axis=(1, 2)) @ W2 + B2
+    rows = np.arange(len(x))
+    plain = logits(x)[rows, target]
+    total, count = np.zeros(x.shape), np.zeros(x.shape[1:])
+    for i in range(0, x.shape[1] - patch[0] + 1, stride):
+        for j in range(0, x.shape[2] - patch[1] + 1, stride):
+            box = (slice(i, i + patch[0]), slice(j, j + patch[1]))
+            copy = x.copy()
+            copy[(slice(None),) + box] = baseline
+            total[(slice(None),) + box] += (plain - logits(copy)[rows, target])[:, None, None,
+                                                                                 None]
+            count[box] += 1
+    return total / count
+
+
 # One numpy reference per method record: reference(x, target, **options) ->
 # maps, with the options of its case (CASES of test_methods_forms.py). A
 # record without one fails test_every_method_has_a_numpy_reference_and_cases.
@@ -99,6 +118,7 @@ NUMPY_REFERENCES = {
     "deeplift": lambda x, t, baseline: (x - baseline) * _gradient(
         x, t, "rescale", reference=np.full_like(x, baseline)),
     "lrp": lambda x, t, composite: _epsilon_plus(x, t),
+    "occlusion": _occlusion,
 }
 
 

@@ -48,7 +48,8 @@ def forms(cnn, tmp_path_factory):
 CASES = {"saliency": {}, "gradient_input": {}, "smoothgrad": {"samples": 3, "seed": 1},
          "integrated_gradients": {"steps": 8}, "grad_cam": {}, "guided_backprop": {},
          "deconvnet": {}, "eps_lrp": {"epsilon": 0.01}, "deeplift": {"baseline": 0.1},
-         "lrp": {"composite": "epsilon_plus"}}
+         "lrp": {"composite": "epsilon_plus"},
+         "occlusion": {"patch": (2, 1), "stride": 1, "baseline": 0.1}}
 
 
 @pytest.mark.parametrize("method", list(method_table.METHODS))

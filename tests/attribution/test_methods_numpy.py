@@ -272,7 +272,7 @@ def test_each_one_call_function_takes_its_methods_options_and_passes_them_on(net
     import inspect  # pylint: disable=import-outside-toplevel
     options = {"saliency": {"abs": False}, "integrated_gradients": {"steps": 3},
                "smoothgrad": {"samples": 2, "seed": 0}, "eps_lrp": {"epsilon": 0.5},
-               "deeplift": {"baseline": 0.25}}
+               "deeplift": {"baseline": 0.25}, "occlusion": {"patch": 1, "baseline": 0.5}}
     for name in attribution.METHODS:
         function = getattr(attribution, name)
         taken = [p for p, v in inspect.signature(function).parameters.items()
@@ -328,9 +328,11 @@ def test_a_batch_of_no_examples_gives_no_maps(method):
     would give, not a reshape error."""
     w = tf.constant([[1.0, -1.0], [2.0, 0.5]])
     result = attribution.attribute(lambda t: tf.nn.relu(tf.matmul(t, w)), method,
-                                   np.zeros((0, 2), np.float32), target=0)
+                                   np.zeros((0, 2), np.float32), target=0,
+                                   **({"patch": 1} if method == "occlusion" else {}))
     assert result.maps.shape == (0, 2)
-    if attribution.METHODS[method].baseline:
+    spec = attribution.METHODS[method]
+    if spec.baseline and spec.times_input:  # completeness: IG and DeepLIFT
         assert result.delta.shape == (0,)
 
 

@@ -16,7 +16,10 @@ def test_every_method_is_listed_with_its_rules_and_baseline():
     assert {"integrated_gradients", "deeplift"} <= {
         m for m, s in method_table.METHODS.items() if s.baseline}
     assert set(method_table.METHODS["guided_backprop"].rules) == set(method_table.RELU_OPS)
-    assert set(method_table.METHODS["deeplift"].rules) == set(method_table.NONLINEAR_OPS)
+    assert set(method_table.METHODS["deeplift"].rules) == set(method_table.NONLINEAR_OPS) | {
+        "MaxPool", "Softmax"}
+    assert method_table.METHODS["deeplift"].rules["MaxPool"][0] == "deeplift_maxpool"
+    assert method_table.METHODS["occlusion"].baseline
     assert method_table.METHODS["saliency"].rules == {}
 
 
@@ -32,8 +35,10 @@ def test_rule_strings_carry_defaults_and_overrides():
         "Relu=guided_relu", "Relu6=guided_relu", "LeakyRelu=guided_relu"]
     assert method_table.rule_strings("saliency") == []
     assert method_table.rule_strings("deeplift")[0] == "Relu=deeplift_rescale:shared_reference=False"
-    assert method_table.rule_strings("deeplift", shared_reference=True)[-1] == (
-        "Softplus=deeplift_rescale:shared_reference=True")
+    assert method_table.rule_strings("deeplift", shared_reference=True)[-3:] == [
+        "Softplus=deeplift_rescale:shared_reference=True",
+        "MaxPool=deeplift_maxpool:shared_reference=True",
+        "Softmax=deeplift_softmax:shared_reference=True"]
 
 
 def test_unknown_method_suggests_the_nearest():

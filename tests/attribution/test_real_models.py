@@ -97,9 +97,9 @@ def test_the_rules_reach_the_activations(real, method):
 
 def test_deeplift_sums_to_the_output_difference(real):
     """Summation to delta: sum of attributions = f(x) - f(0) for the target.
-    MobileNetV2 has no MaxPool: it holds to float rounding. ResNet50's one
-    MaxPool keeps its gradient (as in DeepExplain; Captum and SHAP use a
-    rescale rule there), so it holds only up to what the pool's argmax moves."""
+    It holds to float rounding on both: MobileNetV2 has no MaxPool, and
+    ResNet50's one MaxPool has DeepLIFT's own rule (SHAP's; with MaxPool's
+    gradient the gap was up to 4e-4 of the outputs there)."""
     result = real["maps"]("deeplift")[1]
     zero = real["saliency"](np.zeros_like(real["x"]), result.targets)
     rows = np.arange(len(result.targets))
@@ -118,5 +118,4 @@ def test_deeplift_sums_to_the_output_difference(real):
     relative = np.abs(result.delta) / scale
     print("%s: DeepLIFT delta %s, f(x) - f(0) %s, |delta| / max(|f(x)|, |f(0)|, "
           "|f(x) - f(0)|) %s" % (real["name"], result.delta, difference, relative))
-    bound = {"MobileNetV2": 1e-4, "ResNet50": 0.1}[real["name"]]
-    assert relative.max() < bound
+    assert relative.max() < 1e-4

@@ -156,7 +156,7 @@ def check_function_shapes(graph_def, fname, named, what):
     """Builds function `fname` as a graph and compares output 0 with input
     0 of each node in `named` ([(node name, rule)]) not known to keep its
     input's shape."""
-    named = [(n, r) for n, r in named if r.estimator is not None]
+    named = [(n, r) for n, r in named if r.estimator is not None and r.spec.op_types is None]
     if not named:
         return
     library = {f.signature.name: f for f in graph_def.library.function}
@@ -217,7 +217,9 @@ def check_fits(nodes, selected, rules, what, *, allow_replace=False, pairs=None)
         if not _same_dtype_by_def(op):
             for i in members():
                 _check_dtypes(nodes.node[i], rule, what)
-        if op not in _SAME_SHAPE_OPS:
+        if op not in _SAME_SHAPE_OPS and rule.spec.op_types is None:
+            # (a rule is written for the op types it covers, checked above:
+            # MaxPool's output is smaller than its input)
             to_import.extend((nodes.names[i], rule) for i in members())
     if to_import:
         _check_shapes(nodes.message(), to_import, what)
@@ -247,7 +249,7 @@ def needs_import(ops, selected, rules, pairs=None):
     """True if `check_fits` would import the graph to compare shapes."""
     pairs = pairs if pairs is not None else op_rule_pairs(ops, selected)
     return any(rules[r].estimator is not None and op not in _SAME_SHAPE_OPS
-               and op != "IdentityN" for op, r in pairs)
+               and rules[r].spec.op_types is None and op != "IdentityN" for op, r in pairs)
 
 
 def _check_shapes(graph_def, named, what):

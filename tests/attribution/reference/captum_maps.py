@@ -17,7 +17,11 @@ Layers (spec["layers"], in order): {"type": "dense"}, {"type": "conv",
 "padding": "valid" | "same"} (stride 1), {"type": "maxpool"} or
 {"type": "avgpool"} (2x2, stride 2), {"type": "flatten"} (of NHWC, as
 Keras flattens), {"type": "act", "fn": "relu" | "tanh" | "sigmoid" |
-"softplus" | "elu"}. A maxpool with "captum_rule": false is a subclass of
+"softplus" | "elu"}. Methods: {"method": NAME, "key": KEY, ...}, NAME one of
+saliency, input_x_gradient, guided_backprop, deconvolution,
+integrated_gradients ("n_steps", "rule"), deeplift, occlusion ("window",
+"strides": over an example's axes in TensorFlow's layout; "value": the
+baseline). A maxpool with "captum_rule": false is a subclass of
 nn.MaxPool2d, which Captum's DeepLift does not find in its table of rules
 (it looks up type(module) exactly): the pool then keeps its gradient, the
 convention of graph_override and DeepExplain.
@@ -39,6 +43,7 @@ from captum.attr import (
     GuidedBackprop,
     InputXGradient,
     IntegratedGradients,
+    Occlusion,
     Saliency,
 )
 from torch import nn
@@ -137,6 +142,13 @@ def attribute(model, method, x, baseline, target):
     if name == "deeplift":
         return DeepLift(model).attribute(x, baselines=baseline, target=target,
                                          return_convergence_delta=True)
+    if name == "occlusion":  # window and strides in TensorFlow's layout (HWC for images)
+        window, strides = tuple(method["window"]), tuple(method["strides"])
+        if x.dim() == 4:
+            window, strides = window[2:] + window[:2], strides[2:] + strides[:2]
+        return Occlusion(model).attribute(
+            x, sliding_window_shapes=window, strides=strides, baselines=method["value"],
+            target=target, perturbations_per_eval=4), None
     raise ValueError(f"captum_maps: unknown method {name!r}")
 
 

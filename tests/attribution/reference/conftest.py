@@ -2,8 +2,8 @@
 
 compat/reference_venv.sh builds them once (under a lock, so parallel test
 runs share one build) in compat/.reference/: a venv with torch and Captum
-(no TensorFlow), and PAIR's `saliency` package in a folder for the python
-under test. When they cannot be built the tests skip, saying why, except in
+(no TensorFlow), and PAIR's `saliency` package and SHAP in folders for the
+python under test. When they cannot be built the tests skip, saying why, except in
 CI (the environment variable CI is set), where they fail: CI must not skip
 the references silently.
 """
@@ -88,3 +88,13 @@ def innvestigate(reference_env):
     if not python:
         reference_env_lib.missing("compat/reference_venv.sh printed no innvestigate_python")
     return lambda requests: _run(python, HERE / "innvestigate_maps.py", requests)
+
+
+@pytest.fixture(scope="session")
+def shap_deep(reference_env):
+    """shap_deep([request, ...]) -> SHAP's DeepExplainer maps for each request
+    (shap_maps.py, one subprocess of this python, SHAP on its path)."""
+    path = os.pathsep.join(p for p in (reference_env["shap_path"],
+                                       os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path)
+    return lambda requests: _run(sys.executable, HERE / "shap_maps.py", requests, env)
