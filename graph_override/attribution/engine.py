@@ -14,14 +14,16 @@ scope of their own, so TF1 code may call them inside its
 ``with graph.as_default():`` (or with eager execution disabled).
 """
 
+import functools
 import inspect
+import threading
 import warnings
 
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
 from graph_override.attribution import checks, coverage, gradcam, methods, models, targets
-from graph_override.attribution import method_table
+from graph_override.attribution import compiled, method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.estimators import normalize
 from graph_override.frozen.patching.patch_rules import as_rules
@@ -70,6 +72,9 @@ class Explainer:
         damaged Const or colocation attr (`GraphDefError`) whatever this
         says. Session graphs and TF2 callables are the caller's own code
         and are not checked.
+      mode: "exact" (forward and backward as two eager calls) or "fast"
+        (both in one compiled function: faster, the maps moved by float
+        rounding; see `graph_override.attribution.compiled`).
 
     Example:
       >>> import numpy as np, tensorflow as tf
@@ -83,7 +88,9 @@ class Explainer:
     """
 
     def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=(),
-                 allow_ops=()):
+                 allow_ops=(), mode="exact"):
+        self.mode = compiled.check_mode(mode)
+        self._lock = threading.RLock()  # the caches, for calls from several threads
         with compat.eager_scope():  # a TF1 caller may be inside its graph.as_default()
             self._init(model, inputs, outputs, session, rules, allow_ops)
 
@@ -132,15 +139,17 @@ class Explainer:
         if self._fixed is not None:
             return self._fixed
         key = (tuple(x.shape[1:]), x.dtype.str)
-        if key not in self._graphs:
-            self._graphs[key] = models.from_callable(self._model, x)
-        return self._graphs[key]
+        with self._lock:
+            if key not in self._graphs:
+                self._graphs[key] = models.from_callable(self._model, x)
+            return self._graphs[key]
 
     def cached(self, key, make):
         """What ``make()`` returns, made once per `key` for this model."""
-        if key not in self._functions:
-            self._functions[key] = make()
-        return self._functions[key]
+        with self._lock:
+            if key not in self._functions:
+                self._functions[key] = make()
+            return self._functions[key]
 
     def function(self, x, method_rules=()):
         """The `FrozenFunction` of the model patched with `method_rules`
@@ -333,16 +342,14 @@ class _Context:
         """(outputs, selected scalars, d scalars / d x) for the batch `x`;
         with `first`, the target selects among the first `first` examples
         only (DeepLIFT's inputs, ahead of their references)."""
-        tensor = tf.constant(x)
-        with tf.GradientTape() as tape:
-            tape.watch(tensor)
-            y = self.function(tensor)
-            scalars = targets.select(y if first is None else y[:first], target)
-        grads = tape.gradient(scalars, tensor)
+        run = (compiled.compiled_gradient(self.explainer, self.function)
+               if self.explainer.mode == "fast" else
+               functools.partial(compiled.eager_gradient, self.function))
+        y, scalars, grads = run(x, target, first)
         if grads is None:
             raise AttributionError("%s: the output %s does not depend on the input %s"
                                    % (self.graph.source, self.graph.output, self.graph.input))
-        return y.numpy(), scalars.numpy(), tf.convert_to_tensor(grads).numpy()
+        return y, scalars, grads
 
     def check_doubling(self, n):
         """Refuses a fixed batch dimension that DeepLIFT's batch (the n
@@ -364,9 +371,10 @@ class _Context:
 
 
 def attribute(model, method, x, target=None, *, inputs=None, outputs=None, session=None,
-              rules=(), allow_ops=(), **options):
+              rules=(), allow_ops=(), mode=None, **options):
     """One call: `Explainer(model, inputs=..., outputs=..., session=...,
-    rules=..., allow_ops=...).attribute(method, x, target, **options)`. Keep an
+    rules=..., allow_ops=..., mode=...).attribute(method, x, target,
+    **options)` (`mode` None: "exact", or the Explainer's). Keep an
     `Explainer` to explain several batches or methods of one model without
     freezing it again.
 
@@ -381,11 +389,12 @@ def attribute(model, method, x, target=None, *, inputs=None, outputs=None, sessi
     """
     if isinstance(model, Explainer):
         if (inputs is not None or outputs is not None or session is not None or rules
-                or allow_ops):
-            raise AttributionError("an Explainer already has its model and rules; give no "
-                                   "inputs=, outputs=, session=, rules= or allow_ops=")
+                or allow_ops or (mode is not None and mode != model.mode)):
+            raise AttributionError("an Explainer already has its model, rules and mode; give "
+                                   "no inputs=, outputs=, session=, rules=, allow_ops= or "
+                                   "another mode=")
         explainer = model
     else:
         explainer = Explainer(model, inputs=inputs, outputs=outputs, session=session,
-                              rules=rules, allow_ops=allow_ops)
+                              rules=rules, allow_ops=allow_ops, mode=mode or "exact")
     return explainer.attribute(method, x, target, **options)

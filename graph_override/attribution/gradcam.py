@@ -164,7 +164,8 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
     Layer of it or a layer's name; None: `last_4d_tensor`)."""
     graph = context.graph
     if layer is None:
-        layer = last_4d_tensor(graph.graph_def, graph.input, graph.output)
+        layer = context.explainer.cached((id(graph), "grad_cam default layer"), lambda: (
+            last_4d_tensor(graph.graph_def, graph.input, graph.output)))
         if layer is None:
             raise AttributionError(
                 "grad_cam: %s has no 4-D tensor (batch, height, width, channels) between "

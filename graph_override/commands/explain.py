@@ -96,6 +96,10 @@ def configure(parser):
     parser.add_argument("--steps", type=positive, metavar="N",
                         help="integrated_gradients: points of the path (default 50)")
     add_method_options(parser)
+    parser.add_argument("--mode", choices=("exact", "fast"), default="exact",
+                        help="exact (default): forward and backward as two eager calls; "
+                             "fast: both in one compiled function, faster, the maps moved "
+                             "by float rounding (see the attribution guide)")
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
                            "repeat for more")
@@ -289,7 +293,7 @@ def _run(args):
                    if getattr(args, key, None) is not None)
     user_rules, user_ops = parse_maps(args.maps)
     explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
-                          rules=user_rules, allow_ops=args.allow_ops)
+                          rules=user_rules, allow_ops=args.allow_ops, mode=args.mode)
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
     result = _attribute_warning(explainer, spec, args, options)
