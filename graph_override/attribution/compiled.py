@@ -65,6 +65,13 @@ def _free_batch(spec):
     return tf.TensorSpec(shape.as_list(), spec.dtype)
 
 
+def _input_gradient(function):
+    def forward(x, tape):
+        tape.watch(x)
+        return function(x), x
+    return forward
+
+
 class CompiledGradient:
     """(outputs, selected scalars, d scalars / d x) of one `FrozenFunction`
     in one `tf.function` per kind of target.
@@ -72,10 +79,15 @@ class CompiledGradient:
     Args:
       function: the model's (patched) `FrozenFunction`, one input and one
         output.
+      forward: None, or ``forward(x, tape)`` returning (the output, the
+        tensor to differentiate with respect to, watched on `tape`): what
+        Grad-CAM differentiates is a layer's activations, not x (`run`
+        returns them).
     """
 
-    def __init__(self, function):
+    def __init__(self, function, forward=None):
         self._function = function
+        self._forward = forward or _input_gradient(function)
         self._input = _free_batch(function.specs()[0][0])
         self._compiled = {}
         self._disconnected = set()  # kinds whose output does not depend on the input
@@ -83,14 +95,13 @@ class CompiledGradient:
         self.traces = 0
 
     def _make(self, kind, callable_target):
-        function = self._function
+        forward = self._forward
         disconnected = self._disconnected
 
         def gradient(x, classes, first):
             self.traces += 1  # runs only while tracing
             with tf.GradientTape() as tape:
-                tape.watch(x)
-                y = function(x)
+                y, wrt = forward(x, tape)
                 head = y[:first]
                 if kind == "classes":
                     scalars = target_lib.select(head, classes)
@@ -100,18 +111,23 @@ class CompiledGradient:
                     scalars = target_lib.select(head, callable_target)
                 else:
                     scalars = head
-            grads = tape.gradient(scalars, x)
+            grads = tape.gradient(scalars, wrt)
             if grads is None:
                 disconnected.add(kind)
-                grads = tf.zeros_like(x)
-            return y, scalars, tf.convert_to_tensor(grads)
+                grads = tf.zeros_like(wrt)
+            return y, scalars, tf.convert_to_tensor(grads), wrt
 
         return tf.function(gradient, input_signature=[
             self._input, tf.TensorSpec([None], tf.int64), tf.TensorSpec([], tf.int32)])
 
     def __call__(self, x, target, first=None):
         """(outputs, scalars, gradient) as ndarrays; the gradient is None
-        where the output does not depend on the input.
+        where the output does not depend on the input (see `run`)."""
+        return self.run(x, target, first)[:3]
+
+    def run(self, x, target, first=None):
+        """(outputs, scalars, gradient, what it is of) as ndarrays; the
+        gradient is None where the output does not depend on the input.
 
         Args:
           x: the rows (ndarray of the input's dtype).
@@ -135,10 +151,9 @@ class CompiledGradient:
         classes = (tf.constant(target, tf.int64) if kind == "classes"
                    else tf.zeros([0], tf.int64))
         rows = x.shape[0] if first is None else first
-        y, scalars, grads = compiled(tf.constant(x), classes, tf.constant(rows, tf.int32))
-        if kind in self._disconnected:
-            return y.numpy(), scalars.numpy(), None
-        return y.numpy(), scalars.numpy(), grads.numpy()
+        y, scalars, grads, wrt = compiled(tf.constant(x), classes, tf.constant(rows, tf.int32))
+        return (y.numpy(), scalars.numpy(),
+                None if kind in self._disconnected else grads.numpy(), wrt.numpy())
 
 
 def compiled_gradient(explainer, function):

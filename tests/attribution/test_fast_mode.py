@@ -155,3 +155,16 @@ def test_explain_command_takes_mode(graph_def, tmp_path, capsys):
     assert np.abs(fast - exact).max() <= TOLERANCE * np.abs(exact).max()
     assert "wrote %s: deeplift maps of 3 example(s)" % (tmp_path / "fast.npy") in (
         capsys.readouterr().out)
+
+
+def test_grad_cam_fast_mode_compiles_the_layer_and_the_head_once(graph_def):
+    explainer = attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0", mode="fast")
+    exact = attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0")
+    for n in (2, 5):
+        x = nets.images(n, seed=n)
+        fast_maps = explainer.attribute("grad_cam", x, 1).maps
+        exact_maps = exact.attribute("grad_cam", x, 1).maps
+        assert np.abs(fast_maps - exact_maps).max() <= TOLERANCE * np.abs(exact_maps).max()
+    gradients = [v for v in explainer._functions.values()  # pylint: disable=protected-access
+                 if isinstance(v, compiled.CompiledGradient)]
+    assert [g.traces for g in gradients] == [1]
