@@ -27,6 +27,12 @@ flock 9
 
 PINS="$DIR/.pins-tf$TFVER"
 "$PY" -c 'import importlib.metadata as m; print("\n".join("%s==%s" % (n, m.version(n)) for n in ("numpy", "protobuf")))' > "$PINS"
+# pyarrow's wheels from 21 on need NumPy 2 at run time (not a declared
+# requirement, so pip cannot see it): under NumPy 1 (TensorFlow 2.15) the last
+# that loads with it.
+if "$PY" -c 'import numpy, sys; sys.exit(int(numpy.__version__.split(".")[0]) >= 2)'; then
+  echo "pyarrow<21" >> "$PINS"
+fi
 SUM="$(cat "$ROOT/compat/engine-ray.txt" "$PINS" | sha256sum)"
 if [[ ! -f "$RAY/.stamp" || "$(cat "$RAY/.stamp")" != "$SUM" ]]; then
   echo "compat/engine_venv.sh: installing Ray Data into ${RAY#$ROOT/}" >&2

@@ -8,6 +8,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -157,3 +158,60 @@ def test_explain_batches_adds_the_maps_to_the_batch(model):
     assert sorted(out) == ["data", "delta", "id", "label", "maps", "outputs", "targets"]
     with pytest.raises(AttributionError, match=r"no column 'data' \(its columns: x\)"):
         fn({"x": x})
+
+
+_RAY = r"""
+import json, sys
+import numpy as np
+import ray
+sys.path[:0] = [sys.argv[1]]
+from graph_override.attribution import scale_out
+import test_scale_out as t
+import methods_nets as nets
+model = t.graph_def()
+x = nets.images(12, seed=3)
+target = np.arange(12) % 3
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+         object_store_memory=80 * 2**20)
+ray.data.DataContext.get_current().execution_options.preserve_order = True
+ds = ray.data.from_items([{"id": i, "x": x[i], "label": target[i]} for i in range(12)],
+                         override_num_blocks=4)
+out = {}
+for mode in ("exact",):  # the fast mode: the two-device test
+    rows = ds.map_batches(scale_out.ExplainBatches, fn_constructor_kwargs=dict(
+        model=model, method="deeplift", inputs="x:0", outputs="logits:0", mode=mode,
+        target_column="label", threads=1), batch_size=3, concurrency=2,
+        batch_format="numpy").take_all()
+    want = t.one_process(model, "deeplift", x, target, 3, mode)
+    got = np.stack([r["maps"] for r in rows])
+    out[mode] = dict(ids=[int(r["id"]) for r in rows], same=got.tobytes() == want.tobytes(),
+                     nonzero=bool(np.abs(got).max() > 0))
+ray.shutdown()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_ray_data_actor_pool_gives_one_process_maps_bit_for_bit():
+    """Two Ray Data actors (a local Ray, the engine installed beside the
+    TensorFlow under test by compat/engine_venv.sh) explain a dataset in
+    batches of 3: every example's maps are one process's, in order."""
+    from reference.reference_env import missing  # pylint: disable=import-outside-toplevel
+    env = dict(os.environ, PYTHON=sys.executable)
+    built = subprocess.run(["bash", str(ROOT / "compat" / "engine_venv.sh")], env=env,
+                           capture_output=True, text=True, timeout=1200, check=False)
+    if built.returncode != 0:
+        missing("compat/engine_venv.sh could not install Ray (exit %d): %s"
+                % (built.returncode, built.stderr.strip()[-2000:]))
+    ray_path = dict(line.split("=", 1) for line in built.stdout.splitlines()
+                    if "=" in line)["ray_path"]
+    # Ray's workers are new interpreters: the path reaches them through
+    # PYTHONPATH (Ray's numpy and protobuf are pinned to this python's own).
+    with tempfile.TemporaryDirectory(prefix="ray") as short:  # Ray's sockets: short paths
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", RAY_TMPDIR=short,
+                   PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), ray_path]))
+        proc = subprocess.run([sys.executable, "-c", _RAY, str(HERE)], capture_output=True,
+                              text=True, env=env, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"exact": dict(ids=list(range(12)), same=True, nonzero=True)}
