@@ -17,7 +17,10 @@ Sections (each a table in the report, each measured by its own module):
      float layers (bench_keras.py);
   7. attribution maps (gradient x input, guided backprop, epsilon-LRP,
      DeepLIFT) of a frozen MobileNetV2 against its plain gradient, and PAIR's
-     saliency.tf1 guided backprop beside them (bench_attribution.py).
+     saliency.tf1 guided backprop beside them (bench_attribution.py);
+  8. the attribution fast mode against the user's own tf.function gradient
+     of the same Keras model (MobileNetV2, ResNet50), and two workers of the
+     scale-out engine (Ray) against one (bench_fast.py).
 
 Timing: time.perf_counter (wall) and time.process_time (CPU, all threads)
 around whole runs, several repetitions, medians; within a repetition the
@@ -65,6 +68,10 @@ FULL = dict(
     keras=dict(size=16, width=16, batch=64, repeats=15, steps=5, memory_repeats=5,
                deep=(6, 64, 128)),
     attribution=dict(size=224, alpha=1.0, batches=[1, 32], repeats=5),
+    fast=dict(models=[("MobileNetV2", 224, 1.0), ("ResNet50", 224, 1.0)], batches=[1, 32],
+              repeats=5, methods=["saliency", "gradient_input", "guided_backprop",
+                                  "deconvnet", "eps_lrp", "deeplift", "grad_cam"],
+              scale=dict(size=128, alpha=1.0, batch=8, batches=12, repeats=3)),
 )
 QUICK = dict(
     mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
@@ -78,6 +85,10 @@ QUICK = dict(
     # One batch size: each (batch, allocator) is a process that builds and
     # traces the model for every method, the longest part of a quick run.
     attribution=dict(size=32, alpha=0.35, batches=[2], repeats=2),
+    # One small model and two methods; the two-worker run needs Ray and
+    # starts processes: not in a quick run.
+    fast=dict(models=[("MobileNetV2", 32, 0.35)], batches=[2], repeats=2,
+              methods=["gradient_input", "deeplift"], scale=None),
 )
 
 # Each section's runner, run(cfg, log), as (module beside this file, function):
@@ -90,6 +101,7 @@ RUNNERS = dict(
     cli=("bench_cli", "bench_section"),
     keras=("bench_keras", "bench_section"),
     attribution=("bench_attribution", "bench_section"),
+    fast=("bench_fast", "bench_section"),
 )
 
 

@@ -10,7 +10,8 @@ from bench_common import load_script
 
 ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by tools/bench.py -->"
 DATA_MARKER = "<!-- bench-data "
-SECTIONS = ("training", "construction", "frozen", "migrate", "cli", "keras", "attribution")
+SECTIONS = ("training", "construction", "frozen", "migrate", "cli", "keras", "attribution",
+            "fast")
 
 
 def _fmt(value, spec="%.2f"):
@@ -304,6 +305,13 @@ def render(report, quick, plot_name, no_figure=None):
         w(_not_measured("attribution"))
     else:
         w(load_script("bench_attribution").render(report["attribution"]))
+    w()
+    w("## 8. Attribution fast mode and scale-out")
+    w()
+    if not report.get("fast"):
+        w(_not_measured("fast"))
+    else:
+        w(load_script("bench_fast").render(report["fast"]))
     w()
     w(embed_data(report).rstrip("\n"))
     w()

@@ -235,8 +235,9 @@ def test_only_into_a_new_file_writes_no_false_text(cli_only, capsys):
     assert status == 0
     assert "not in this tree yet" not in text and "None" not in text
     assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
-            "attribution." in text)
-    for section in ("training", "construction", "frozen", "migrate", "keras", "attribution"):
+            "attribution, fast." in text)
+    for section in ("training", "construction", "frozen", "migrate", "keras", "attribution",
+                    "fast"):
         assert "Run `python tools/bench.py --only %s` to measure it." % section in text
     assert "| python -c pass | 0.100 |" in text
     # The figure is drawn (each missing panel says "not measured") and linked.
@@ -271,7 +272,7 @@ def test_quick_run_without_matplotlib_exits_0_without_a_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
     assert "No figure was drawn: matplotlib is not installed" in out.read_text()
     assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
-            "attribution." in out.read_text())
+            "attribution, fast." in out.read_text())
     assert not out.with_suffix(".png").exists()
 
 
