@@ -224,9 +224,10 @@ def render(rows):
             "holds the reference row too)." % (BASELINE, DEFAULT_GOAL, GOALS["deeplift"]))
     for r in fast:
         out.append("")
-        out.append("### %s %dx%d%s, batch %d (TensorFlow %s, %d repetitions)" % (
+        out.append("### %s %dx%d%s, batch %d%s (TensorFlow %s, %d repetitions)" % (
             r["model"], r["size"], r["size"], ", alpha %g" % r["alpha"] if r["alpha"] else "",
-            r["batch"], r["tensorflow"], r["repeats"]))
+            r["batch"], ", TF_CPU_ALLOCATOR_USE_BFC=true" if r.get("allocator") == "BFC"
+            else "", r["tensorflow"], r["repeats"]))
         out.append("")
         out.append("| variant | median s | ratio | goal | first call s |")
         out.append("|---|---|---|---|---|")

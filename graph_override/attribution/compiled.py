@@ -21,6 +21,7 @@ are a tensor argument, so it is traced once per rule set and kind of target
 method, batch or call. `traces` counts its traces.
 """
 
+import functools
 import threading
 
 import tensorflow as tf
@@ -117,7 +118,9 @@ class CompiledGradient:
                 grads = tf.zeros_like(wrt)
             return y, scalars, tf.convert_to_tensor(grads), wrt
 
-        return tf.function(gradient, input_signature=[
+        # A partial: TensorFlow counts traces per Python code object, and one
+        # function per rule set would read as one function retraced.
+        return tf.function(functools.partial(gradient), input_signature=[
             self._input, tf.TensorSpec([None], tf.int64), tf.TensorSpec([], tf.int32)])
 
     def __call__(self, x, target, first=None):
