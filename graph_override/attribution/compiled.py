@@ -43,19 +43,18 @@ def check_mode(mode):
     return mode
 
 
-def eager_gradient(function, x, target, first=None):
-    """The exact mode: (outputs, scalars, gradient) as ndarrays, the
-    `FrozenFunction` called eagerly under a GradientTape (the gradient None
-    where the output does not depend on the input); arguments as
+def eager_gradient(function, tensors, target, first=None):
+    """The exact mode: (outputs, scalars, [gradient per input]) as ndarrays,
+    the `FrozenFunction` called eagerly under a GradientTape (a gradient
+    None where the output does not depend on that input); arguments as
     `CompiledGradient.__call__`."""
-    tensor = tf.constant(x)
     with tf.GradientTape() as tape:
-        tape.watch(tensor)
-        y = function(tensor)
+        tape.watch(tensors)
+        y = function(*tensors)
         scalars = target_lib.select(y if first is None else y[:first], target)
-    grads = tape.gradient(scalars, tensor)
+    grads = tape.gradient(scalars, tensors)
     return (y.numpy(), scalars.numpy(),
-            None if grads is None else tf.convert_to_tensor(grads).numpy())
+            [None if g is None else tf.convert_to_tensor(g).numpy() for g in grads])
 
 
 def _free_batch(spec):
@@ -67,31 +66,29 @@ def _free_batch(spec):
 
 
 def _input_gradient(function):
-    def forward(x, tape):
-        tape.watch(x)
-        return function(x), x
+    def forward(inputs, tape):
+        tape.watch(inputs)
+        return function(*inputs), inputs
     return forward
 
 
 class CompiledGradient:
-    """(outputs, selected scalars, d scalars / d x) of one `FrozenFunction`
-    in one `tf.function` per kind of target.
+    """(outputs, selected scalars, d scalars / d inputs) of one
+    `FrozenFunction` in one `tf.function` per kind of target.
 
     Args:
-      function: the model's (patched) `FrozenFunction`, one input and one
-        output.
-      forward: None, or ``forward(x, tape)`` returning (the output, the
-        tensor to differentiate with respect to, watched on `tape`): what
-        Grad-CAM differentiates is a layer's activations, not x (`run`
-        returns them).
+      function: the model's (patched) `FrozenFunction`, one output.
+      forward: None, or ``forward(inputs, tape)`` returning (the output, the
+        tensors to differentiate with respect to, watched on `tape`): what
+        Grad-CAM differentiates is a layer's activations, not the inputs
+        (`run` returns them).
     """
 
     def __init__(self, function, forward=None):
-        self._function = function
         self._forward = forward or _input_gradient(function)
-        self._input = _free_batch(function.specs()[0][0])
+        self._inputs = [_free_batch(spec) for spec in function.specs()[0]]
         self._compiled = {}
-        self._disconnected = set()  # kinds whose output does not depend on the input
+        self._disconnected = set()  # (kind, i): no gradient reaches tensor i
         self._lock = threading.Lock()
         self.traces = 0
 
@@ -99,10 +96,10 @@ class CompiledGradient:
         forward = self._forward
         disconnected = self._disconnected
 
-        def gradient(x, classes, first):
+        def gradient(inputs, classes, first):
             self.traces += 1  # runs only while tracing
             with tf.GradientTape() as tape:
-                y, wrt = forward(x, tape)
+                y, wrt = forward(list(inputs), tape)
                 head = y[:first]
                 if kind == "classes":
                     scalars = target_lib.select(head, classes)
@@ -112,28 +109,30 @@ class CompiledGradient:
                     scalars = target_lib.select(head, callable_target)
                 else:
                     scalars = head
-            grads = tape.gradient(scalars, wrt)
-            if grads is None:
-                disconnected.add(kind)
-                grads = tf.zeros_like(wrt)
-            return y, scalars, tf.convert_to_tensor(grads), wrt
+            grads = []
+            for i, (tensor, grad) in enumerate(zip(wrt, tape.gradient(scalars, wrt))):
+                if grad is None:
+                    disconnected.add((kind, i))
+                    grad = tf.zeros_like(tensor)
+                grads.append(tf.convert_to_tensor(grad))
+            return y, scalars, grads, wrt
 
         # A partial: TensorFlow counts traces per Python code object, and one
         # function per rule set would read as one function retraced.
         return tf.function(functools.partial(gradient), input_signature=[
-            self._input, tf.TensorSpec([None], tf.int64), tf.TensorSpec([], tf.int32)])
+            self._inputs, tf.TensorSpec([None], tf.int64), tf.TensorSpec([], tf.int32)])
 
-    def __call__(self, x, target, first=None):
-        """(outputs, scalars, gradient) as ndarrays; the gradient is None
-        where the output does not depend on the input (see `run`)."""
-        return self.run(x, target, first)[:3]
+    def __call__(self, tensors, target, first=None):
+        """(outputs, scalars, [gradient per input]) as ndarrays; a gradient
+        is None where the output does not depend on that input (see `run`)."""
+        return self.run(tensors, target, first)[:3]
 
-    def run(self, x, target, first=None):
-        """(outputs, scalars, gradient, what it is of) as ndarrays; the
-        gradient is None where the output does not depend on the input.
+    def run(self, tensors, target, first=None):
+        """(outputs, scalars, [gradient], [what each is of]) as ndarrays; a
+        gradient is None where the output does not depend on that tensor.
 
         Args:
-          x: the rows (ndarray of the input's dtype).
+          tensors: the model's input tensors (one per input).
           target: as `targets.resolve` returns it (an int array, ARGMAX, a
             callable, None).
           first: the target selects among the first `first` rows only (None:
@@ -153,10 +152,11 @@ class CompiledGradient:
             compiled = self._compiled[key]
         classes = (tf.constant(target, tf.int64) if kind == "classes"
                    else tf.zeros([0], tf.int64))
-        rows = x.shape[0] if first is None else first
-        y, scalars, grads, wrt = compiled(tf.constant(x), classes, tf.constant(rows, tf.int32))
+        rows = tensors[0].shape[0] if first is None else first
+        y, scalars, grads, wrt = compiled(list(tensors), classes, tf.constant(rows, tf.int32))
         return (y.numpy(), scalars.numpy(),
-                None if kind in self._disconnected else grads.numpy(), wrt.numpy())
+                [None if (kind, i) in self._disconnected else g.numpy()
+                 for i, g in enumerate(grads)], [w.numpy() for w in wrt])
 
 
 def compiled_gradient(explainer, function):

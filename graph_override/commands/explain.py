@@ -7,11 +7,12 @@ import os
 import stat
 import sys
 
-from graph_override.commands._explain_options import (METHOD_FLAGS, add_allow_option,  # noqa: F401  (METHOD_FLAGS, parse_maps: explain's table and reader, used by inspect and the tests)
+from graph_override.commands._explain_options import (add_allow_option,  # noqa: F401  (parse_maps: explain's reader, used by inspect)
                                                        add_map_option, add_method_options,
-                                                       check_options, parse_maps, positive,
-                                                       target)
-from graph_override.commands._explain_data import read_array
+                                                       check_options, method_flags,
+                                                       parse_maps, target)
+from graph_override.attribution import method_table as _method_table
+from graph_override.commands._explain_data import read_array, read_arrays, several_names
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
@@ -29,14 +30,9 @@ DESCRIPTION = (
     "first (saying so).\n"
     "\n"
     "Methods and their options (an option of another method is a usage error):\n"
-    "  saliency              --no-abs (the signed gradient, not its absolute value)\n"
-    "  gradient_input\n"
-    "  integrated_gradients  --baseline, --steps, --rule\n"
-    "  smoothgrad            --seed, --samples, --stdev-spread, --magnitude\n"
-    "  guided_backprop, deconvnet\n"
-    "  eps_lrp               --epsilon\n"
-    "  deeplift              --baseline\n"
-    "  grad_cam              --layer, --resize\n"
+    + "".join(("  %-21s %s" % (spec.name, ", ".join(
+        (["--baseline"] if spec.baseline else []) + [f.name for f in spec.flags]))).rstrip()
+        + "\n" for spec in _method_table.METHODS.values()) +
     "SmoothGrad draws new noise at every run unless --seed is given: two runs\n"
     "with the same --seed write the same maps. --target K explains class K of\n"
     "every example (K1,K2,... one per example); the default is each example's\n"
@@ -79,22 +75,25 @@ EPILOG = """examples:
 def configure(parser):
     parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt)")
     parser.add_argument("--inputs", required=True, metavar="NAME:0",
-                        help="the input tensor the data feeds")
+                        help="the input tensor the data feeds; a model of several inputs: "
+                             "NAME:0,NAME:0,... (--data then gives an array per input, "
+                             "and OUT is a .npz of a map per input)")
     parser.add_argument("--outputs", required=True, metavar="NAME:0",
                         help="the output tensor to explain (logits, not probabilities)")
     parser.add_argument("--method", required=True, metavar="NAME", help="the method")
     parser.add_argument("--data", required=True, metavar="FILE.npy",
-                        help="the examples, first dimension the examples")
+                        help="the examples, first dimension the examples; several "
+                             "inputs: FILE.npy,FILE.npy (in the order of --inputs) or "
+                             "FILE.npz (an array per input name)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
-                        help="the .npy file to write the maps to")
+                        help="the .npy file to write the maps to (several inputs: a "
+                             ".npz, a map per input name)")
     parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
     parser.add_argument("--baseline", metavar="zeros|FILE.npy",
                         help="integrated_gradients and deeplift: the reference input, "
                              "one per example or one for all (default zeros)")
-    parser.add_argument("--steps", type=positive, metavar="N",
-                        help="integrated_gradients: points of the path (default 50)")
     add_method_options(parser)
     parser.add_argument("--mode", choices=("exact", "fast"), default="exact",
                         help="exact (default): forward and backward as two eager calls; "
@@ -148,8 +147,8 @@ def _check_outputs(args):
             print("graph-override explain: %s" % note, file=sys.stderr)
     if args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
-    reads = [args.model, args.data] + (
-        [args.baseline] if args.baseline not in (None, "zeros") else [])
+    reads = [args.model] + args.data.split(",") + (
+        args.baseline.split(",") if args.baseline not in (None, "zeros") else [])
     for flag, path in outs:
         for read in reads:
             if _same(path, read):
@@ -191,6 +190,9 @@ def check(args):
         message = _picture.matplotlib_missing()
     if message is not None:
         return message
+    names = several_names(args.inputs)
+    if names is not None:
+        return _check_several(args, names)
     try:
         args.data_array = read_array(args.data, "--data")
         if args.data_array.shape[0] == 0:
@@ -202,9 +204,32 @@ def check(args):
     return None
 
 
+def _check_several(args, names):
+    """`check` for a model of several inputs: OUT a .npz, no --png, an
+    array per input in --data (and --baseline)."""
+    from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
+    if args.png:
+        return ("--png draws the maps of a model of one input; leave it out for the "
+                "inputs %s (the maps are in OUT, one array per input)" % ", ".join(names))
+    if not args.output.endswith(".npz"):
+        return ("-o %s: a model of several inputs (%s) gets a map per input: give a .npz "
+                "file, one array per input name" % (args.output, ", ".join(names)))
+    try:
+        args.data_array = read_arrays(args.data, names, "--data")
+        args.baseline_array = (None if args.baseline in (None, "zeros")
+                               else read_arrays(args.baseline, names, "--baseline"))
+    except AttributionError as e:
+        return str(e)
+    values = (args.data_array.values() if isinstance(args.data_array, dict)
+              else args.data_array)
+    if any(v.shape[0] == 0 for v in values):
+        return "--data %s holds no examples (a first dimension is 0)" % args.data
+    return None
+
+
 def _warn_coverage(args, graph, spec, user_ops):
     from graph_override.attribution import coverage  # pylint: disable=import-outside-toplevel
-    report = coverage.coverage_report(graph.graph_def, spec.name, inputs=[graph.input],
+    report = coverage.coverage_report(graph.graph_def, spec.name, inputs=list(graph.names),
                                       outputs=[graph.output], also_covered=user_ops,
                                       source=args.model, advice="cli")
     for u in report.uncovered:
@@ -267,8 +292,31 @@ def _write(args, maps, picture):
     return None
 
 
+def _saved(result, names):
+    """The bytes of OUT: the maps as .npy, or as .npz of a map per input
+    (named as the inputs, without ":0", or as the keys of --data's .npz)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution.several import plain_name  # pylint: disable=import-outside-toplevel
+    buffer = io.BytesIO()
+    if isinstance(result.maps, list):
+        np.savez(buffer, **{plain_name(n): m for n, m in zip(names, result.maps)})
+    elif isinstance(result.maps, dict):
+        np.savez(buffer, **{plain_name(k): m for k, m in result.maps.items()})
+    else:
+        np.save(buffer, result.maps, allow_pickle=False)
+    return buffer.getvalue()
+
+
 def _summary(args, spec, result):
     import numpy as np  # pylint: disable=import-outside-toplevel
+    if isinstance(result.maps, (list, dict)):
+        from graph_override.attribution.several import plain_name  # pylint: disable=import-outside-toplevel
+        shapes = ", ".join("%s %s" % (plain_name(k), m.shape) for k, m in (
+            result.maps.items() if isinstance(result.maps, dict) else
+            zip(several_names(args.inputs), result.maps)))
+        return "wrote %s: %s maps of %d example(s), one per input: %s%s" % (
+            args.output, spec.name, len(result.outputs), shapes, "" if result.delta is None
+            else "; completeness delta max |d| = %.3g" % float(np.max(np.abs(result.delta))))
     targets = ("" if result.targets is None else "; target(s) %s" % ", ".join(
         str(int(t)) for t in result.targets[:10]) + (" ..." if len(result.targets) > 10
                                                      else ""))
@@ -280,27 +328,23 @@ def _summary(args, spec, result):
 
 
 def _run(args):
-    import numpy as np  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
     from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
     spec = method_table.method_spec(args.method)
     options = {}
     if args.baseline_array is not None:
         options["baseline"] = args.baseline_array
-    if args.steps is not None:
-        options["steps"] = args.steps
-    options.update((key, getattr(args, key)) for _, key, _ in METHOD_FLAGS
+    options.update((key, getattr(args, key)) for _, key, _ in method_flags()
                    if getattr(args, key, None) is not None)
     user_rules, user_ops = parse_maps(args.maps)
-    explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
+    explainer = Explainer(args.model, inputs=several_names(args.inputs) or args.inputs,
+                          outputs=args.outputs,
                           rules=user_rules, allow_ops=args.allow_ops, mode=args.mode)
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
     result = _attribute_warning(explainer, spec, args, options)
-    buffer = io.BytesIO()
-    np.save(buffer, result.maps, allow_pickle=False)
     picture = _picture_bytes(args, args.data_array, result, spec.name) if args.png else None
-    message = _write(args, buffer.getvalue(), picture)
+    message = _write(args, _saved(result, several_names(args.inputs)), picture)
     if message is not None:
         return _usage(message)
     print(_summary(args, spec, result))

@@ -160,11 +160,41 @@ def test_explain_command_takes_mode(graph_def, tmp_path, capsys):
 def test_grad_cam_fast_mode_compiles_the_layer_and_the_head_once(graph_def):
     explainer = attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0", mode="fast")
     exact = attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0")
-    for n in (2, 5):
+    for n in (3, 5):
         x = nets.images(n, seed=n)
-        fast_maps = explainer.attribute("grad_cam", x, 1).maps
-        exact_maps = exact.attribute("grad_cam", x, 1).maps
+        fast_maps = explainer.attribute("grad_cam", x, 2).maps
+        exact_maps = exact.attribute("grad_cam", x, 2).maps
+        assert np.abs(exact_maps).max() > 0
         assert np.abs(fast_maps - exact_maps).max() <= TOLERANCE * np.abs(exact_maps).max()
     gradients = [v for v in explainer._functions.values()  # pylint: disable=protected-access
                  if isinstance(v, compiled.CompiledGradient)]
     assert [g.traces for g in gradients] == [1]
+
+
+def test_one_call_functions_take_mode(graph_def):
+    x = nets.images(2, seed=8)
+    fast = attribution.guided_backprop(graph_def, x, 1, inputs="x:0", outputs="logits:0",
+                                       mode="fast")
+    exact = attribution.guided_backprop(graph_def, x, 1, inputs="x:0", outputs="logits:0")
+    assert np.abs(fast.maps - exact.maps).max() <= TOLERANCE * np.abs(exact.maps).max()
+    with pytest.raises(AttributionError, match="mode='slow'"):
+        attribution.saliency(graph_def, x, inputs="x:0", outputs="logits:0", mode="slow")
+
+
+@pytest.mark.parametrize("method", ["gradient_input", "deeplift"])
+def test_fast_mode_explains_a_model_of_several_inputs(method):
+    """Two inputs (a list in, a map per input out) in one compiled function."""
+    rng = np.random.RandomState(0)
+    w_a, w_b = rng.randn(6, 3).astype("float32"), rng.randn(2, 3).astype("float32")
+
+    def two(a, b):
+        return tf.matmul(tf.nn.relu(tf.reshape(a, [-1, 6])), w_a) + tf.matmul(tf.tanh(b), w_b)
+
+    a, b = rng.randn(4, 2, 3).astype("float32"), rng.randn(4, 2).astype("float32")
+    target = np.array([0, 2, 1, 2])
+    exact = attribution.Explainer(two).attribute(method, [a, b], target)
+    fast = attribution.Explainer(two, mode="fast").attribute(method, [a, b], target)
+    assert len(fast.maps) == 2
+    for got, want in zip(fast.maps, exact.maps):
+        assert np.abs(want).max() > 0
+        assert np.abs(got - want).max() <= TOLERANCE * np.abs(want).max()
