@@ -151,7 +151,8 @@ def test_embedded_figures_round_trip(bench, sections, tmp_path):
     """--only re-runs one section and takes the others from the report."""
     report = {"training": [{"title": "t", "rows": []}], "construction": [],
               "frozen": [{"error": "a -- b"}], "migrate": None, "cli": None,
-              "keras": [{"error": "x"}], "attribution": None, "config": {"train_repeats": 1},
+              "keras": [{"error": "x"}], "attribution": None, "fast": None,
+              "config": {"train_repeats": 1},
               "machine": {"nproc": 2},
               "dates": {"training": "2026-01-01 00:00 UTC"}}
     path = tmp_path / "b.md"
