@@ -73,6 +73,12 @@ setup(
         "lce": ["larq-compute-engine==0.16.0"],
         # scripts/plot_estimators.py and the figure of tools/bench.py.
         "scripts": ["matplotlib>=3.5"],
+        # The scale-out engine of graph_override.attribution.scale_out
+        # (ExplainBatches in Ray Data's map_batches, on one machine or a
+        # cluster). Ray pins no protobuf, so it installs beside TensorFlow 2.15
+        # and 2.21 alike (Apache Beam 2.77 needs protobuf below 7, which 2.21
+        # runs on); under NumPy 1 pyarrow must stay below 21 (compat/engine_venv.sh).
+        "ray": ["ray[data]>=2.40"],
         # The documentation site: `mkdocs build --strict` (mkdocs.yml; the
         # API reference reads the modules with mkdocstrings-python 2's
         # force_inspection and loads docs/griffe_examples.py).

@@ -21,6 +21,9 @@ Sections (each a table in the report, each measured by its own module):
      saliency.tf1 guided backprop beside them (bench_attribution.py);
   8. LRP composites on MobileNetV2 and ResNet50 against their plain gradient,
      beside the floor of a rule that keeps each layer's input (bench_lrp.py).
+  9. the attribution fast mode against the user's own tf.function gradient
+     of the same Keras model (MobileNetV2, ResNet50), and two workers of the
+     scale-out engine (Ray) against one (bench_fast.py).
 
 Timing: time.perf_counter (wall) and time.process_time (CPU, all threads)
 around whole runs, several repetitions, medians; within a repetition the
@@ -70,6 +73,10 @@ FULL = dict(
                zoo=dict(model="QuickNet", size=64, batch=16, repeats=9, steps=2)),
     attribution=dict(size=224, alpha=1.0, batches=[1, 32], repeats=5),
     lrp=dict(models=["MobileNetV2", "ResNet50"], size=224, batches=[1, 32], repeats=3),
+    fast=dict(models=[("MobileNetV2", 224, 1.0), ("ResNet50", 224, 1.0)], batches=[1, 32],
+              repeats=5, methods=["saliency", "gradient_input", "guided_backprop",
+                                  "deconvnet", "eps_lrp", "deeplift", "grad_cam"],
+              scale=dict(size=128, alpha=1.0, batch=8, batches=12, repeats=3)),
 )
 QUICK = dict(
     mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
@@ -85,6 +92,10 @@ QUICK = dict(
     # traces the model for every method, the longest part of a quick run.
     attribution=dict(size=32, alpha=0.35, batches=[2], repeats=2),
     lrp=dict(models=["MobileNetV2"], size=32, batches=[2], repeats=1),
+    # One small model and two methods; the two-worker run needs Ray and
+    # starts processes: not in a quick run.
+    fast=dict(models=[("MobileNetV2", 32, 0.35)], batches=[2], repeats=2,
+              methods=["gradient_input", "deeplift"], scale=None),
 )
 
 # Each section's runner, run(cfg, log), as (module beside this file, function):
@@ -98,6 +109,7 @@ RUNNERS = dict(
     keras=("bench_keras", "bench_section"),
     attribution=("bench_attribution", "bench_section"),
     lrp=("bench_lrp", "bench_section"),
+    fast=("bench_fast", "bench_section"),
 )
 
 

@@ -11,7 +11,7 @@ from bench_common import load_script
 ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by tools/bench.py -->"
 DATA_MARKER = "<!-- bench-data "
 SECTIONS = ("training", "construction", "frozen", "migrate", "cli", "keras", "attribution",
-            "lrp")
+            "lrp", "fast")
 
 
 def _fmt(value, spec="%.2f"):
@@ -318,6 +318,13 @@ def render(report, quick, plot_name, no_figure=None):
         w(_not_measured("lrp"))
     else:
         w(load_script("bench_lrp").render(report["lrp"]))
+    w()
+    w("## 9. Attribution fast mode and scale-out")
+    w()
+    if not report.get("fast"):
+        w(_not_measured("fast"))
+    else:
+        w(load_script("bench_fast").render(report["fast"]))
     w()
     w(embed_data(report).rstrip("\n"))
     w()

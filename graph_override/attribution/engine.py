@@ -14,13 +14,14 @@ scope of their own, so TF1 code may call them inside its
 ``with graph.as_default():`` (or with eager execution disabled).
 """
 
+import threading
 import warnings
 
 import numpy as np
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
-from graph_override.attribution import checks, coverage, methods, models, several
+from graph_override.attribution import checks, compiled, coverage, methods, models, several
 from graph_override.attribution import several_models, targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
@@ -58,6 +59,9 @@ class Explainer:
         damaged Const or colocation attr (`GraphDefError`) whatever this
         says. Session graphs and TF2 callables are the caller's own code
         and are not checked.
+      mode: "exact" (forward and backward as two eager calls) or "fast"
+        (both in one compiled function: faster, the maps moved by float
+        rounding; see `graph_override.attribution.compiled`).
 
     Example:
       >>> import numpy as np, tensorflow as tf
@@ -71,7 +75,9 @@ class Explainer:
     """
 
     def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=(),
-                 allow_ops=()):
+                 allow_ops=(), mode="exact"):
+        self.mode = compiled.check_mode(mode)
+        self._lock = threading.RLock()  # the caches, for calls from several threads
         with compat.eager_scope():  # a TF1 caller may be inside its graph.as_default()
             self._init(model, inputs, outputs, session, rules, allow_ops)
 
@@ -123,10 +129,11 @@ class Explainer:
         if self._fixed is not None:
             return self._fixed
         key = packed.key() if packed is not None else (tuple(x.shape[1:]), x.dtype.str)
-        if key not in self._graphs:
-            self._graphs[key] = (models.from_callable(self._model, x) if packed is None else
-                                 several_models.from_callable(self._model, packed))
-        return self._graphs[key]
+        with self._lock:
+            if key not in self._graphs:
+                self._graphs[key] = (models.from_callable(self._model, x) if packed is None
+                                     else several_models.from_callable(self._model, packed))
+            return self._graphs[key]
 
     def input_names(self, x):
         """The names of the model's inputs: those of the graph, of a Keras
@@ -141,9 +148,10 @@ class Explainer:
 
     def cached(self, key, make):
         """What ``make()`` returns, made once per `key` for this model."""
-        if key not in self._functions:
-            self._functions[key] = make()
-        return self._functions[key]
+        with self._lock:
+            if key not in self._functions:
+                self._functions[key] = make()
+            return self._functions[key]
 
     def function(self, x, method_rules=(), packed=None):
         """The `FrozenFunction` of the model patched with `method_rules`
@@ -310,18 +318,16 @@ class _Context:
         with `first`, the target selects among the first `first` examples
         only (DeepLIFT's inputs, ahead of their references)."""
         tensors = self.feed(x)
-        with tf.GradientTape() as tape:
-            tape.watch(tensors)
-            y = self.function(*tensors)
-            scalars = targets.select(y if first is None else y[:first], target)
-        grads = tape.gradient(scalars, tensors)
+        run = (compiled.compiled_gradient(self.explainer, self.function)
+               if self.explainer.mode == "fast" else
+               lambda *a: compiled.eager_gradient(self.function, *a))
+        y, scalars, grads = run(tensors, target, first)
         if all(g is None for g in grads):
             raise AttributionError("%s: the output %s does not depend on the input %s"
                                    % (self.graph.source, self.graph.output, self.graph.input))
-        grads = [np.zeros(t.shape, t.dtype.as_numpy_dtype) if g is None else
-                 tf.convert_to_tensor(g).numpy() for t, g in zip(tensors, grads)]
-        return (y.numpy(), scalars.numpy(),
-                grads[0] if self.packed is None else self.packed.pack(grads))
+        grads = [np.zeros(t.shape, t.dtype.as_numpy_dtype) if g is None else g
+                 for t, g in zip(tensors, grads)]
+        return y, scalars, grads[0] if self.packed is None else self.packed.pack(grads)
 
     def check_doubling(self, n):
         """Refuses a fixed batch dimension that DeepLIFT's batch (the n
@@ -343,9 +349,10 @@ class _Context:
 
 
 def attribute(model, method, x, target=None, *, inputs=None, outputs=None, session=None,
-              rules=(), allow_ops=(), **options):
+              rules=(), allow_ops=(), mode=None, **options):
     """One call: `Explainer(model, inputs=..., outputs=..., session=...,
-    rules=..., allow_ops=...).attribute(method, x, target, **options)`. Keep an
+    rules=..., allow_ops=..., mode=...).attribute(method, x, target,
+    **options)` (`mode` None: "exact", or the Explainer's). Keep an
     `Explainer` to explain several batches or methods of one model without
     freezing it again.
 
@@ -360,11 +367,12 @@ def attribute(model, method, x, target=None, *, inputs=None, outputs=None, sessi
     """
     if isinstance(model, Explainer):
         if (inputs is not None or outputs is not None or session is not None or rules
-                or allow_ops):
-            raise AttributionError("an Explainer already has its model and rules; give no "
-                                   "inputs=, outputs=, session=, rules= or allow_ops=")
+                or allow_ops or (mode is not None and mode != model.mode)):
+            raise AttributionError("an Explainer already has its model, rules and mode; give "
+                                   "no inputs=, outputs=, session=, rules=, allow_ops= or "
+                                   "another mode=")
         explainer = model
     else:
         explainer = Explainer(model, inputs=inputs, outputs=outputs, session=session,
-                              rules=rules, allow_ops=allow_ops)
+                              rules=rules, allow_ops=allow_ops, mode=mode or "exact")
     return explainer.attribute(method, x, target, **options)

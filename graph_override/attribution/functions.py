@@ -30,7 +30,7 @@ import inspect
 from graph_override.attribution import method_table
 from graph_override.attribution.engine import attribute
 
-_MODEL_KEYWORDS = ("inputs", "outputs", "session", "rules", "allow_ops")
+_MODEL_KEYWORDS = ("inputs", "outputs", "session", "rules", "allow_ops", "mode")
 
 
 def one_call(method):

@@ -24,7 +24,7 @@ import difflib
 import numpy as np
 import tensorflow as tf
 
-from graph_override.attribution import methods, models
+from graph_override.attribution import compiled, methods, models
 from graph_override.attribution import targets as target_lib
 from graph_override.errors import AttributionError, GraphOverrideError
 from graph_override.frozen.tf2.function import FrozenFunction
@@ -167,12 +167,30 @@ def _check_node(graph, layer, asked):
             repr(c) for c in close) if close else "", graph.input, graph.output))
 
 
+def _check_rank(activations, asked, layer):
+    if activations is not None and len(activations.shape) != 4:
+        raise AttributionError("grad_cam(layer=%r): the layer has shape %s%s; Grad-CAM needs "
+                               "a 4-D (batch, height, width, channels) tensor" % (
+                                   asked, activations.shape, "" if asked == layer else
+                                   " (tensor %s of the frozen graph)" % layer))
+
+
+def _layer_forward(to_layer, head):
+    """The fast mode's forward: the layer's activations watched, then the head."""
+    def forward(inputs, tape):
+        activations = to_layer(*inputs)
+        tape.watch(activations)
+        return head(*inputs, activations), [activations]
+    return forward
+
+
 def grad_cam(context, x, target, *, layer=None, resize=False):
     """Grad-CAM maps of `layer` (a tensor name; for a Keras model also a
     Layer of it or a layer's name; None: `last_4d_tensor`)."""
     graph = context.graph
     if layer is None:
-        layer = last_4d_tensor(graph.graph_def, graph.names, graph.output)
+        layer = context.explainer.cached((id(graph), "grad_cam default layer"), lambda: (
+            last_4d_tensor(graph.graph_def, graph.names, graph.output)))
         if layer is None:
             raise AttributionError(
                 "grad_cam: %s has no 4-D tensor (batch, height, width, channels) between "
@@ -192,27 +210,33 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
             "constant of the graph?); Grad-CAM needs the activations of a layer "
             "between %s and %s" % (asked, layer, graph.input, graph.input, graph.output))
     xt = context.feed(x)  # the input tensors
-    activations = to_layer(*xt)
-    if activations.shape.rank != 4:
-        raise AttributionError("grad_cam(layer=%r): the layer has shape %s%s; Grad-CAM needs "
-                               "a 4-D (batch, height, width, channels) tensor" % (
-                                   asked, activations.shape, "" if asked == layer else
-                                   " (tensor %s of the frozen graph)" % layer))
+    fast = context.explainer.mode == "fast"
+    activations = None if fast else to_layer(*xt)
     shape = head.specs()[1][0].shape
+    if fast and (shape.rank is None or None in shape.as_list()[1:]):
+        activations = to_layer(*xt)  # the output's shape is known by running it
+    _check_rank(activations, asked, layer)
     target = target_lib.resolve(target, tuple(shape.as_list()) if shape.rank is not None and None
                                 not in shape.as_list()[1:] else head(*xt, activations).shape,
                                 x.shape[0])
-    with tf.GradientTape() as tape:
-        tape.watch(activations)
-        outputs = head(*xt, activations)
-        scalars = target_lib.select(outputs, target)
-    grads = tape.gradient(scalars, activations)
+    if fast:
+        run = context.explainer.cached((id(graph), "grad_cam compiled", layer), lambda: (
+            compiled.CompiledGradient(to_layer, _layer_forward(to_layer, head))))
+        outputs, _, grads, activations = run.run(xt, target)
+        grads, activations = grads[0], activations[0]
+        _check_rank(activations, asked, layer)
+    else:
+        with tf.GradientTape() as tape:
+            tape.watch(activations)
+            outputs = head(*xt, activations)
+            scalars = target_lib.select(outputs, target)
+        grads = tape.gradient(scalars, activations)
     if grads is None:
         raise AttributionError(
             "grad_cam: the output %s does not depend on the layer %s through ops with a "
             "gradient; give the Explainer rules= for the ops without one (e.g. "
             "rules=['Round=ste_round'])" % (graph.output, layer))
-    outputs = outputs.numpy()
+    outputs = np.asarray(outputs)
     weights = tf.reduce_mean(grads, axis=[1, 2], keepdims=True)
     cam = tf.nn.relu(tf.reduce_sum(weights * activations, axis=-1))
     if resize:

@@ -97,6 +97,10 @@ def configure(parser):
         "the reference input of the methods with one (occlusion: what a patch becomes): "
         "a number, or an array, one per example or one for all (default zeros)"))
     add_method_options(parser)
+    parser.add_argument("--mode", choices=("exact", "fast"), default="exact",
+                        help="exact (default): forward and backward as two eager calls; "
+                             "fast: both in one compiled function, faster, the maps moved "
+                             "by float rounding (see the attribution guide)")
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
                            "repeat for more")
@@ -337,7 +341,7 @@ def _run(args):
     user_rules, user_ops = parse_maps(args.maps)
     explainer = Explainer(args.model, inputs=several_names(args.inputs) or args.inputs,
                           outputs=args.outputs,
-                          rules=user_rules, allow_ops=args.allow_ops)
+                          rules=user_rules, allow_ops=args.allow_ops, mode=args.mode)
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
     result = _attribute_warning(explainer, spec, args, options)

@@ -151,7 +151,7 @@ def test_embedded_figures_round_trip(bench, sections, tmp_path):
     """--only re-runs one section and takes the others from the report."""
     report = {"training": [{"title": "t", "rows": []}], "construction": [],
               "frozen": [{"error": "a -- b"}], "migrate": None, "cli": None,
-              "keras": [{"error": "x"}], "attribution": None, "lrp": None,
+              "keras": [{"error": "x"}], "attribution": None, "lrp": None, "fast": None,
               "config": {"train_repeats": 1},
               "machine": {"nproc": 2},
               "dates": {"training": "2026-01-01 00:00 UTC"}}
@@ -254,9 +254,9 @@ def test_only_into_a_new_file_writes_no_false_text(cli_only, capsys):
     assert status == 0
     assert "not in this tree yet" not in text and "None" not in text
     assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
-            "attribution, lrp." in text)
+            "attribution, lrp, fast." in text)
     for section in ("training", "construction", "frozen", "migrate", "keras", "attribution",
-                    "lrp"):
+                    "lrp", "fast"):
         assert "Run `python tools/bench.py --only %s` to measure it." % section in text
     assert "| python -c pass | 0.100 |" in text
     # The figure is drawn (each missing panel says "not measured") and linked.
@@ -291,7 +291,7 @@ def test_quick_run_without_matplotlib_exits_0_without_a_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
     assert "No figure was drawn: matplotlib is not installed" in out.read_text()
     assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
-            "attribution." in out.read_text())
+            "attribution, lrp, fast." in out.read_text())
     assert not out.with_suffix(".png").exists()
 
 
