@@ -20,7 +20,8 @@ import warnings
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
-from graph_override.attribution import checks, coverage, gradcam, methods, models, targets
+from graph_override.attribution import batching, checks, coverage, gradcam, methods, models
+from graph_override.attribution import targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.estimators import normalize
@@ -167,19 +168,23 @@ class Explainer:
                 UserWarning, stacklevel=5)
         return function
 
-    def attribute(self, method, x, target=None, **options):
-        """The attribution maps of `method` for the batch `x`.
+    def attribute(self, method, x, target=None, *, batch_size=None, progress=False,
+                  **options):
+        """The attribution maps of `method` for the examples `x`, computed
+        `batch_size` examples at a time (`graph_override.attribution.batching`).
 
         Args:
           method: a name of `graph_override.attribution.METHODS` (saliency,
             gradient_input, integrated_gradients, smoothgrad, guided_backprop,
             deconvnet, eps_lrp, deeplift, grad_cam).
-          x: the inputs, first dimension the examples (ndarray or tensor,
-            float).
+          x: the inputs, first dimension the examples (float ndarray, memmap,
+            tensor), a ``tf.data.Dataset`` or an `attribution.sources` source.
           target: what to explain per example: None (the argmax of the
             output), an int class for all, an int array with one class per
             example, or a callable of the output tensor returning one scalar
             per example.
+          batch_size: examples per model call (None: from the input size);
+            progress: a progress bar on stderr (tqdm).
           **options: the method's options (see `graph_override.attribution`:
             abs, baseline, steps, rule, stdev_spread, samples, seed,
             magnitude, internal_batch_size, epsilon, layer, resize).
@@ -193,6 +198,10 @@ class Explainer:
           AttributionError: an unknown method or option, x of the wrong shape
             or dtype, a target or baseline that does not fit.
         """
+        return batching.attribute(self, method, x, target, batch_size, progress, options)
+
+    def run_batch(self, method, x, target, options):
+        """`method` on the one batch `x` (an array), in one call per step."""
         with compat.eager_scope():  # not the caller's graph: the maps are computed eagerly
             return self._attribute(method, x, target, options)
 
