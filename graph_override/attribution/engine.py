@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from graph_override._tensorflow import compat
 from graph_override.attribution import batching, checks, coverage, gradcam, methods, models
-from graph_override.attribution import targets
+from graph_override.attribution import saved_models, targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.estimators import normalize
@@ -101,7 +101,7 @@ class Explainer:
                                        "model is its tensors: inputs=, outputs=)")
             self._fixed = models.from_session(session, inputs, outputs)
         elif models.is_graph_model(model):
-            self._fixed = models.from_graph_def(model, inputs, outputs)
+            self._fixed = saved_models.model_graph(model, inputs, outputs, self.allow_ops)
             self._untrusted = True
             self.check_runs([self._fixed.output])
         else:
