@@ -184,7 +184,8 @@ def attribute(explainer, method, data, target, batch_size, progress, options):
     source = sources.as_source(data)
     size = batch_size_for(explainer, source, batch_size)
     if isinstance(source, sources.ArraySource) and not progress and source.count <= size:
-        return explainer.run_batch(method, data, target, options)
+        return explainer.run_batch(method, source.array if data is source else data, target,
+                                   options)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         results = [r for _, r in batches(explainer, method, source, target, batch_size=size,

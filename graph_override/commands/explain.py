@@ -11,18 +11,24 @@ from graph_override.commands._explain_options import (METHOD_FLAGS, add_allow_op
                                                        add_map_option, add_method_options,
                                                        check_options, parse_maps, positive,
                                                        target)
+from graph_override.commands import _explain_stream
 from graph_override.commands._explain_data import read_array
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
-HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
+HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen or saved model"
 DESCRIPTION = (
-    "Runs an attribution method of graph_override.attribution on the frozen\n"
-    "GraphDef MODEL for the examples in --data (a .npy array, first dimension the\n"
-    "examples, the input's dtype) and writes the maps, one per example, of the\n"
-    "data's shape (Grad-CAM: the layer's), to OUT (.npy), atomically: OUT is the\n"
+    "Runs an attribution method of graph_override.attribution on MODEL (a frozen\n"
+    "GraphDef .pb/.pbtxt with --inputs and --outputs; a Keras .keras or .h5 file or\n"
+    "a SavedModel folder, frozen inside, its input and output read from it) for\n"
+    "the examples in --data (a .npy array, first dimension the examples, read a\n"
+    "batch at a time; a folder of PNG/JPEG images; a TFRecord file with --feature)\n"
+    "in batches of --batch-size, with a progress bar on a terminal, and writes the\n"
+    "maps, one per example, of the data's shape (Grad-CAM: the layer's), to OUT\n"
+    "(.npy), or with --shard-size to the folder OUT in shards with a manifest,\n"
+    "resumable with --resume after a crash. A .npy OUT is written atomically: OUT is the\n"
     "complete array or not there; an existing OUT is replaced only with --force,\n"
     "and MODEL, --data and --baseline never. --png draws each input beside its map\n"
-    "(a row per example, the first 16; needs matplotlib). The picture is drawn\n"
+    "(a row per example, the first 16, said when there are more; needs matplotlib). The picture is drawn\n"
     "before anything is written, and OUT and PNG are written both or neither: if\n"
     "one fails, the other is as it was before the run; if the run is killed while\n"
     "renaming them into place, the next run with the same OUT finishes the pair\n"
@@ -73,20 +79,26 @@ EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method integrated_gradients --data x.npy --baseline blurred.npy --steps 100 --rule riemann_middle -o ig.npy
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method smoothgrad --data x.npy --seed 0 --samples 25 -o sg.npy
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method grad_cam --data x.npy --layer conv2/Relu:0 --resize -o cam.npy
+  graph-override explain model.keras --method saliency --data images/ --batch-size 32 --shard-size 1024 -o maps/
+  graph-override explain model.keras --method saliency --data images/ --batch-size 32 --shard-size 1024 -o maps/ --resume
   graph-override inspect model.pb --method deeplift --inputs x:0 --outputs logits:0   # coverage only"""
 
 
 def configure(parser):
-    parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt)")
-    parser.add_argument("--inputs", required=True, metavar="NAME:0",
-                        help="the input tensor the data feeds")
-    parser.add_argument("--outputs", required=True, metavar="NAME:0",
-                        help="the output tensor to explain (logits, not probabilities)")
+    parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt), "
+                        "Keras model (.keras, .h5) or SavedModel folder")
+    parser.add_argument("--inputs", metavar="NAME:0",
+                        help="the input tensor the data feeds (a GraphDef needs it)")
+    parser.add_argument("--outputs", metavar="NAME:0",
+                        help="the output tensor to explain (logits, not probabilities; a "
+                             "GraphDef needs it; a SavedModel's signature output key)")
     parser.add_argument("--method", required=True, metavar="NAME", help="the method")
-    parser.add_argument("--data", required=True, metavar="FILE.npy",
-                        help="the examples, first dimension the examples")
+    parser.add_argument("--data", required=True, metavar="FILE.npy|DIR|FILE.tfrecord",
+                        help="the examples: a .npy array (first dimension the examples), "
+                             "a folder of images or a TFRecord file")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
-                        help="the .npy file to write the maps to")
+                        help="the .npy file to write the maps to, or the folder of shards "
+                             "(--shard-size)")
     parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
@@ -100,6 +112,7 @@ def configure(parser):
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
                            "repeat for more")
     add_allow_option(parser)
+    _explain_stream.add_options(parser)
     parser.add_argument("--force", action="store_true",
                         help="replace OUT and PNG if they exist")
 
@@ -123,12 +136,10 @@ def _check_model(path):
     except OSError as e:
         return "MODEL %s: cannot be read: %s; expected a frozen GraphDef file (.pb or " \
                ".pbtxt)" % (path, e.strerror or e)
-    if stat.S_ISREG(mode):
+    if stat.S_ISREG(mode) or os.path.isfile(os.path.join(path, "saved_model.pb")):
         return None
-    saved_model = stat.S_ISDIR(mode) and os.path.exists(os.path.join(path, "saved_model.pb"))
-    return "MODEL %s: is %s, not a frozen GraphDef file (.pb or .pbtxt)%s" % (
-        path, "a SavedModel directory" if saved_model else file_kind(mode),
-        "; freeze it first (convert_variables_to_constants_v2)" if saved_model else "")
+    return "MODEL %s: is %s, not a frozen GraphDef file (.pb or .pbtxt), a Keras model " \
+           "(.keras, .h5) or a SavedModel folder" % (path, file_kind(mode))
 
 
 def _check_outputs(args):
@@ -138,11 +149,12 @@ def _check_outputs(args):
     from graph_override._files.atomic import refuse_special  # pylint: disable=import-outside-toplevel
     from graph_override._files.atomic_group import recover  # pylint: disable=import-outside-toplevel
     from graph_override.errors import SpecialFileError  # pylint: disable=import-outside-toplevel
-    outs = [("-o", args.output)] + ([("--png", args.png)] if args.png else [])
+    outs = ([] if _explain_stream.folder_mode(args) else [("-o", args.output)]) + (
+        [("--png", args.png)] if args.png else [])
     if all(os.path.isdir(os.path.dirname(os.path.abspath(p))) for _, p in outs):
         for note in recover([p for _, p in outs]):
             print("graph-override explain: %s" % note, file=sys.stderr)
-    if args.png and _same(args.output, args.png):
+    if outs and args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
     reads = [args.model, args.data] + (
         [args.baseline] if args.baseline not in (None, "zeros") else [])
@@ -165,6 +177,23 @@ def _check_outputs(args):
     return None
 
 
+def _check_names(args):
+    """None, or why --inputs/--outputs are missing (a GraphDef names none)
+    or given for a Keras file (its model names them)."""
+    lower = args.model.lower()
+    if lower.endswith((".keras", ".h5", ".hdf5")):
+        if args.inputs or args.outputs:
+            return ("--inputs/--outputs: MODEL %s is a Keras model, whose input and output "
+                    "come from the model; leave them out" % args.model)
+        return None
+    if os.path.isdir(args.model) or (args.inputs and args.outputs):
+        return None
+    return ("MODEL %s: a frozen GraphDef needs --inputs and --outputs (the tensor names, "
+            "e.g. --inputs x:0 --outputs logits:0; `graph-override inspect %s` lists the "
+            "Placeholders); a Keras model (.keras, .h5) or SavedModel folder needs neither"
+            % (args.model, args.model))
+
+
 def check(args):
     """The usage errors found without TensorFlow, as a message, or None.
 
@@ -181,15 +210,16 @@ def check(args):
     except AttributionError as e:
         return "--method: %s" % e
     message = (check_options(args, spec) or _check_model(args.model)
-               or _check_outputs(args))
+               or _check_names(args) or _explain_stream.check(args) or _check_outputs(args))
     if message is None and args.png:
         from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
         message = _picture.matplotlib_missing()
     if message is not None:
         return message
     try:
-        args.data_array = read_array(args.data, "--data")
-        if args.data_array.shape[0] == 0:
+        args.data_array = (read_array(args.data, "--data")
+                           if _explain_stream.data_kind(args.data) == "npy" else None)
+        if args.data_array is not None and args.data_array.shape[0] == 0:
             return "--data %s holds no examples (its first dimension is 0)" % args.data
         args.baseline_array = (None if args.baseline in (None, "zeros")
                           else read_array(args.baseline, "--baseline"))
@@ -210,13 +240,20 @@ def _warn_coverage(args, graph, spec, user_ops):
 
 
 def _attribute_warning(explainer, spec, args, options):
-    """The method's result; the API's warnings about it printed as this
-    command's (the coverage warning, printed before the run, once)."""
+    """The method's result (or `run_folder`'s exit status); the API's warnings
+    about it printed as this command's (the coverage warning, printed before
+    the run, once)."""
     import warnings  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import checks  # pylint: disable=import-outside-toplevel
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", checks.AttributionWarning)
-        result = explainer.attribute(spec.name, args.data_array, args.target, **options)
+        if _explain_stream.folder_mode(args):
+            result = _explain_stream.run_folder(args, explainer, spec, options, lambda x, r: (
+                _picture_bytes(args, x, r, spec.name)))
+        else:
+            result = explainer.attribute(
+                spec.name, _explain_stream.open_source(args, explainer), args.target,
+                batch_size=args.batch_size, progress=_explain_stream.progress(args), **options)
     for w in caught:
         if issubclass(w.category, checks.VanishingMapsWarning):
             print("graph-override explain: warning: %s" % w.message, file=sys.stderr)
@@ -272,7 +309,14 @@ def _summary(args, spec, result):
              % float(np.max(np.abs(result.delta))))
     return "wrote %s: %s maps of %d example(s), shape %s %s%s%s%s" % (
         args.output, spec.name, len(result.maps), result.maps.shape, result.maps.dtype,
-        targets, delta, "; picture %s" % args.png if args.png else "")
+        targets, delta, "; picture %s%s" % (args.png, _explain_stream.picture_rows(
+            len(result.maps), args.png)) if args.png else "")
+
+
+def _first_rows(args, explainer):
+    """The examples the picture draws: the first MAX_ROWS of --data."""
+    from graph_override.commands._picture import MAX_ROWS  # pylint: disable=import-outside-toplevel
+    return next(_explain_stream.open_source(args, explainer).batches(MAX_ROWS, 0, MAX_ROWS))[1]
 
 
 def _run(args):
@@ -293,9 +337,12 @@ def _run(args):
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
     result = _attribute_warning(explainer, spec, args, options)
+    if isinstance(result, int):  # a folder of shards, written
+        return result
     buffer = io.BytesIO()
     np.save(buffer, result.maps, allow_pickle=False)
-    picture = _picture_bytes(args, args.data_array, result, spec.name) if args.png else None
+    picture = _picture_bytes(args, _first_rows(args, explainer), result, spec.name) \
+        if args.png else None
     message = _write(args, buffer.getvalue(), picture)
     if message is not None:
         return _usage(message)
@@ -316,8 +363,8 @@ def run(args):
     except (AttributionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     except MemoryError as e:  # numpy's, for what the run would hold at once
-        return _cannot_run("out of memory computing the maps (%s): use fewer examples "
-                           "in --data%s; nothing was written" % (
+        return _cannot_run("out of memory computing the maps (%s): use a smaller "
+                           "--batch-size%s; nothing was written" % (
                                e, " or fewer --steps" if args.steps else ""))
     except tf.errors.OpError as e:
         return _cannot_run("%s: TensorFlow cannot run the model: %s; nothing was "
@@ -345,7 +392,7 @@ def _op_error(error, args):
     node = re.search(r"\{\{node ([^}]+)\}\}", text)
     hint = ""
     if isinstance(error, tf.errors.ResourceExhaustedError):
-        hint = ": use fewer examples in --data%s" % (" or fewer --steps" if args.steps else "")
+        hint = ": use a smaller --batch-size%s" % (" or fewer --steps" if args.steps else "")
     return "%s: %s%s%s" % (type(error).__name__, first[:500],
                            " (node %s)" % node.group(1) if node and node.group(1) not in first
                            else "", hint)
