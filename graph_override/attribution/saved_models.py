@@ -41,10 +41,11 @@ KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 CHECKPOINT_OPS = frozenset({"RestoreV2", "SaveV2", "MergeV2Checkpoints", "ShardedFilename",
                             "StringJoin", "RestoreSlice", "SaveSlices", "Restore", "Save"})
 _MAGIC = (
-    (b"PK\x03\x04", "a zip archive (a .keras file is one: name it *.keras if it is)"),
-    (b"\x89HDF\r\n\x1a\n", "an HDF5 file (a Keras .h5 model is one: name it *.h5 if it is)"),
-    (b"\x93NUMPY", "a NumPy array (.npy): give it with --data, the model first"),
-    (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
+    (b"PK\x03\x04", "a zip archive: if it is a Keras model, name it *.keras"),
+    (b"\x89HDF\r\n\x1a\n", "an HDF5 file: if it is a Keras model, name it *.h5"),
+    (b"\x93NUMPY", "a NumPy array (.npy): give the model first and the array as --data"),
+    (b"\x89PNG", "a PNG image: give the model first, images as --data"),
+    (b"\xff\xd8\xff", "a JPEG image: give the model first, images as --data"),
 )
 
 
@@ -65,10 +66,9 @@ def describe_file(path):
         return None
     if head[4:8] == b"TFL3":
         return ("a TensorFlow Lite model, which cannot be differentiated: give the model it "
-                "was converted from (.keras, .h5, a SavedModel folder, a frozen .pb)")
+                "was converted from")
     if head[:1] == b"{":
-        return ("a JSON file (a Keras config holds no weights: give the saved model, "
-                ".keras or .h5)")
+        return "a JSON file (a Keras config holds no weights): give the saved .keras or .h5"
     for magic, what in _MAGIC:
         if head.startswith(magic):
             return what
@@ -178,5 +178,7 @@ def model_graph(model, inputs=None, outputs=None, allow_ops=()):
         what = None if isinstance(model, tf.compat.v1.GraphDef) else describe_file(model)
         if what is None:
             raise
-        raise GraphDefError("%s: is %s, not a frozen GraphDef, a saved Keras model (.keras, "
-                            ".h5) or a SavedModel folder" % (os.fsdecode(model), what)) from e
+        kind, _, todo = what.partition(": ")
+        raise GraphDefError("%s: is %s, not a model (a frozen GraphDef .pb/.pbtxt, a Keras "
+                            ".keras/.h5 file or a SavedModel folder); %s" % (
+                                os.fsdecode(model), kind, todo)) from e

@@ -151,11 +151,15 @@ def run_folder(args, explainer, spec, options, draw):
     if args.png:
         from graph_override._files.atomic import atomic_write  # pylint: disable=import-outside-toplevel
         import numpy as np  # pylint: disable=import-outside-toplevel
-        rows = min(MAX_ROWS, manifest["count"])
+        parts, rows = [], 0
+        for shard in manifest["shards"]:  # the first MAX_ROWS rows, from as few shards
+            if rows >= MAX_ROWS:
+                break
+            with np.load(os.path.join(args.output, shard["file"])) as data:
+                parts.append(_Rows(data, MAX_ROWS - rows))
+            rows += len(parts[-1].maps)
         x = next(source.batches(rows, 0, rows))[1]
-        with np.load(os.path.join(args.output, manifest["shards"][0]["file"])) as first:
-            result = batching.join([_Rows(first, rows)])
-        atomic_write(args.png, draw(x, result), keep_mode=False)
+        atomic_write(args.png, draw(x, batching.join(parts)), keep_mode=False)
         line += "; picture %s%s" % (args.png, picture_rows(manifest["count"], args.png)
                                     or "")
     print(line)
