@@ -22,19 +22,20 @@ for the run, so all its batches differ.
 Per-example options are cut with the batch: a target array (one class per
 example) and a baseline of x's shape; a number, an int class, a callable,
 one example's baseline are given to every batch as they are. A warning
-that several batches raise is given once.
+that several batches raise is given once, and that the maps vanish only
+where every batch's maps vanish.
 """
 
 import warnings
 
 import numpy as np
 
-from graph_override.attribution import methods, models, sources
+from graph_override.attribution import checks, methods, models, sources
 from graph_override.errors import AttributionError
 
 __all__ = ["DEFAULT_VALUES", "MAX_DEFAULT_BATCH", "attribute", "batch_options",
            "batch_size_for", "batches", "check_batch_size", "default_batch_size", "fixed_batch",
-           "join", "progress_bar", "smoothgrad_seed", "with_seed"]
+           "join", "progress_bar", "smoothgrad_seed", "warn_once", "with_seed"]
 
 DEFAULT_VALUES = 2 ** 21
 MAX_DEFAULT_BATCH = 256
@@ -177,6 +178,19 @@ def join(results):
                                outputs=cat("outputs"), delta=cat("delta"))
 
 
+def warn_once(caught, count):
+    """Gives again the warnings `caught` over `count` batches: each message
+    once, and that the maps vanish only where every batch's did."""
+    vanishing = [w for w in caught if issubclass(w.category, checks.VanishingMapsWarning)]
+    seen = set()
+    for w in caught:
+        key = (w.category, str(w.message))
+        if key in seen or (w in vanishing and (len(vanishing) < count or w is not vanishing[0])):
+            continue
+        seen.add(key)
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
 def attribute(explainer, method, data, target, batch_size, progress, options):
     """The `Attribution` of all of `data` (`Explainer.attribute`): one call
     where one batch holds it, else `batches` joined, each warning of the
@@ -190,12 +204,7 @@ def attribute(explainer, method, data, target, batch_size, progress, options):
         warnings.simplefilter("always")
         results = [r for _, r in batches(explainer, method, source, target, batch_size=size,
                                          progress=progress, **options)]
-    seen = set()
-    for w in caught:
-        key = (w.category, str(w.message))
-        if key not in seen:
-            seen.add(key)
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    warn_once(caught, len(results))
     if not results:
         raise AttributionError("the data holds no examples")
     return join(results)

@@ -36,6 +36,7 @@ import hashlib
 import io
 import json
 import os
+import warnings
 
 import numpy as np
 
@@ -246,6 +247,18 @@ def explain_to_folder(explainer, method, data, folder, target=None, *, batch_siz
     manifest = _prepare(folder, header, resume)
     start = _check_shards(folder, manifest)
     bar = batching.progress_bar(progress, source.count, start)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        batches = _run_shards(explainer, method, source, target, folder, manifest,
+                              (start, size, shard_size), bar, options)
+    batching.warn_once(caught, batches)
+    return manifest
+
+
+def _run_shards(explainer, method, source, target, folder, manifest, sizes, bar, options):
+    """Computes and writes the shards from row `start`; the batches run."""
+    start, size, shard_size = sizes
+    count = 0
     try:
         while start < source.count:
             stop = min(start + shard_size, source.count)
@@ -261,12 +274,13 @@ def explain_to_folder(explainer, method, data, folder, target=None, *, batch_siz
                 results.append(result)
                 if bar is not None:
                     bar.update(len(result.maps))
+            count += len(results)
             _write_shard(folder, manifest, start, stop, _shard_bytes(results))
             start = stop
     finally:
         if bar is not None:
             bar.close()
-    return manifest
+    return count
 
 
 def _write_shard(folder, manifest, start, stop, data):
