@@ -65,6 +65,7 @@ FULL = dict(
     keras=dict(size=16, width=16, batch=64, repeats=15, steps=5, memory_repeats=5,
                deep=(6, 64, 128)),
     attribution=dict(size=224, alpha=1.0, batches=[1, 32], repeats=5),
+    scale=dict(size=96, alpha=0.35, batch=32, ns=[1000, 10000, 20000], repeats=5),
 )
 QUICK = dict(
     mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
@@ -78,6 +79,8 @@ QUICK = dict(
     # One batch size: each (batch, allocator) is a process that builds and
     # traces the model for every method, the longest part of a quick run.
     attribution=dict(size=32, alpha=0.35, batches=[2], repeats=2),
+    # Two small runs: the section's table and its memory sentence.
+    scale=dict(size=32, alpha=0.35, batch=8, ns=[16, 48], repeats=1),
 )
 
 # Each section's runner, run(cfg, log), as (module beside this file, function):
@@ -90,6 +93,7 @@ RUNNERS = dict(
     cli=("bench_cli", "bench_section"),
     keras=("bench_keras", "bench_section"),
     attribution=("bench_attribution", "bench_section"),
+    scale=("bench_scale", "bench_section"),
 )
 
 

@@ -6,8 +6,8 @@ ndarray of at most batch_size rows) from row `start`, and ``describe()``
 (a JSON-able dict: what it is and a digest, for a run's manifest):
 
 * `ArraySource`: an ndarray, or a memory-mapped one (`NpySource`: a ``.npy``
-  file opened with ``np.load(mmap_mode="r")``: only the rows of a batch are
-  read into memory);
+  file opened with ``np.load(mmap_mode="r")`` for each batch: only the rows
+  of a batch are read into memory, and stay there only while it runs);
 * `ImageFolder`: the PNG, JPEG, GIF and BMP files of a folder (not its
   subfolders), in the order of their names, decoded with TensorFlow's
   ``tf.io.decode_image`` (the user's data, read in this process). Each image
@@ -95,6 +95,17 @@ class NpySource(ArraySource):
                                    "numpy.save(path, array)" % path)
         self.path = os.path.abspath(path)
         super().__init__(array)
+
+    def batches(self, batch_size, start=0, stop=None):
+        """As `ArraySource`'s, the file mapped again for each batch: the pages
+        a batch read leave the process with its mapping, so what stays
+        resident does not grow with the rows read."""
+        stop = _check_start(start, stop, self.count)
+        for first in range(start, stop, batch_size):
+            mapped = np.load(self.path, mmap_mode="r", allow_pickle=False)
+            rows = np.array(mapped[first:min(first + batch_size, stop)])
+            del mapped
+            yield first, rows
 
     def describe(self):
         return {"kind": "npy", "path": self.path, "shape": list(self.array.shape),
