@@ -11,13 +11,16 @@ or any `graph_override.attribution.sources` source.
 The default batch size comes from the model's input: as many rows as hold
 ``DEFAULT_VALUES`` (2**21) input values, at least 1 and at most
 ``MAX_DEFAULT_BATCH`` (256); a model whose input has a fixed batch dimension
-runs batches of that size. Examples in different batches never meet, so
-the maps are those of one call on all the inputs, bit for bit, for every
-method but SmoothGrad, whose noise is drawn per batch: its first batch draws
-from `seed` as one call would, the batch starting at row R from the seed
-``[seed, R]``; a run's maps are fixed by the seed and the batch size (and
-with one batch, those of the unbatched call). Without a seed, one is drawn
-for the run, so all its batches differ.
+runs batches of that size. Examples in different batches never meet: each
+batch's maps are those of the method called on that batch alone, bit for
+bit, and so the same batch size gives the same bits, in one process, in
+shards or resumed. Against one call on all the inputs they agree to float
+rounding: TensorFlow's kernels may pick another algorithm for another number
+of rows (a MatMul rounds its last bit differently for 1, 8 or 20 rows on
+CPU), so they are the same bits only where the kernels do not. SmoothGrad
+draws its noise per batch: its first batch from `seed`, as one call would,
+the batch starting at row R from the seed ``[seed, R]``; its maps are fixed
+by the seed and the batch size. Without a seed, one is drawn for the run.
 
 Per-example options are cut with the batch: a target array (one class per
 example) and a baseline of x's shape; a number, an int class, a callable,
