@@ -10,9 +10,11 @@ manifest) at a fixed batch size, one fresh process per N:
   single batch's per-image cost (the method on one batch already in memory,
   the fastest of the repetitions after a warm-up call); the goal is a ratio
   of at most 1.1 (`THROUGHPUT_GOAL`);
-- memory: the process's peak resident size (``VmHWM``) at the end of the
-  run, and before it (the model built and frozen, the data written); flat in
-  N is a peak within 10 % (`MEMORY_GOAL`) from the smallest N to the largest.
+- memory: the process's peak resident size during the run (``VmHWM``,
+  reset to the resident size when the run starts), and the resident size
+  then (the model built, frozen and warmed up; the data written with
+  ``write()``, never mapped for writing); flat in N is a peak within 10 %
+  (`MEMORY_GOAL`) from the smallest N to the largest.
 
 Run on its own: ``python tools/bench_scale.py SIZE ALPHA BATCH N REPEATS``
 prints one JSON line.
@@ -39,11 +41,31 @@ def _status_kb(field):
     return 0
 
 
+def _write_npy(path, n, size):
+    """N random images as a .npy file, written a chunk at a time with
+    write() (no mapping: the file's pages never count as this process's)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(0)
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {
+            "descr": "<f4", "fortran_order": False, "shape": (n, size, size, 3)})
+        for first in range(0, n, 256):
+            rows = min(256, n - first)
+            f.write(rng.uniform(-1, 1, (rows, size, size, 3)).astype("<f4").tobytes())
+
+
+def _reset_peak():
+    """Resets the process's peak resident size (VmHWM) to its resident size
+    now (Linux 4.0+: ``echo 5 > /proc/self/clear_refs``), so that the peak
+    read later is the run's."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
 def child(size, alpha, batch, n, repeats):
     """The measurements of one N: a dict."""
     import gc  # pylint: disable=import-outside-toplevel
     import tempfile  # pylint: disable=import-outside-toplevel
-    import numpy as np  # pylint: disable=import-outside-toplevel
     from bench_attribution import freeze, keras_application  # pylint: disable=import-outside-toplevel
     from graph_override import attribution  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import shards, sources  # pylint: disable=import-outside-toplevel
@@ -54,13 +76,7 @@ def child(size, alpha, batch, n, repeats):
     explainer = attribution.Explainer(graph_def, inputs=inputs, outputs=outputs)
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "x.npy")
-        data = np.lib.format.open_memmap(path, "w+", np.float32, (n, size, size, 3))
-        rng = np.random.default_rng(0)
-        for first in range(0, n, 256):  # written a chunk at a time
-            rows = min(256, n - first)
-            data[first:first + rows] = rng.uniform(-1, 1, (rows, size, size, 3))
-        data.flush()
-        del data
+        _write_npy(path, n, size)
         x = next(sources.NpySource(path).batches(batch))[1]
         explainer.attribute(METHOD, x, target=0)  # warm-up: the method's function built
         best = float("inf")
@@ -70,7 +86,9 @@ def child(size, alpha, batch, n, repeats):
             best = min(best, time.perf_counter() - start)
         del x
         gc.collect()
-        before_rss, before_peak = _status_kb("VmRSS"), _status_kb("VmHWM")
+        before_peak = _status_kb("VmHWM")
+        _reset_peak()
+        before_rss = _status_kb("VmRSS")
         start = time.perf_counter()
         manifest = shards.explain_to_folder(explainer, METHOD, sources.NpySource(path),
                                             os.path.join(folder, "maps"), target=0,
@@ -81,7 +99,7 @@ def child(size, alpha, batch, n, repeats):
     return dict(n=n, batch=batch, size=size, alpha=alpha, shards=len(manifest["shards"]),
                 seconds=seconds, ms_per_image=per_image * 1e3,
                 best_ms_per_image=best / batch * 1e3, ratio=per_image / (best / batch),
-                rss_before_mb=before_rss / 1024, peak_before_mb=before_peak / 1024,
+                rss_before_mb=before_rss / 1024, peak_setup_mb=before_peak / 1024,
                 peak_mb=peak / 1024)
 
 
@@ -126,17 +144,18 @@ def render(rows):
             "each batch read from the file, maps written in shards with a manifest) in "
             "batches of %d, one fresh process per N. 'best batch': the fastest of the "
             "repetitions of the method on one batch already in memory, after a warm-up "
-            "call. Peak RSS: the process's `VmHWM` at the end of the run; 'before': at "
-            "its start (model built and frozen, data written)." % (
+            "call. Peak RSS: the process's `VmHWM` during the run (reset with "
+            "/proc/self/clear_refs when it starts); 'at start': the resident size then "
+            "(model built, frozen and warmed up)." % (
                 r0["size"], r0["size"], r0["alpha"], METHOD, r0["batch"]))
         out.append("")
         out.append("| N | shards | s | ms / image | best batch ms / image | ratio (goal <= %.1f) "
-                   "| peak RSS MB before | peak RSS MB |" % THROUGHPUT_GOAL)
+                   "| RSS MB at start | peak RSS MB |" % THROUGHPUT_GOAL)
         out.append("|---|---|---|---|---|---|---|---|")
         for r in rows:
             out.append("| %s | %d | %.1f | %.2f | %.2f | **%.3f** | %.0f | %.0f |" % (
                 format(r["n"], ","), r["shards"], r["seconds"], r["ms_per_image"],
-                r["best_ms_per_image"], r["ratio"], r["peak_before_mb"], r["peak_mb"]))
+                r["best_ms_per_image"], r["ratio"], r["rss_before_mb"], r["peak_mb"]))
         if len(rows) > 1:
             low, high = min(rows, key=lambda r: r["n"]), max(rows, key=lambda r: r["n"])
             growth = high["peak_mb"] / low["peak_mb"]
