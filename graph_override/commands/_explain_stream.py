@@ -26,12 +26,19 @@ def _shape(text):
     return dims
 
 
+def _examples(text):
+    import argparse  # pylint: disable=import-outside-toplevel
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("expected a positive number of examples, got %r"
+                                         % text)
+    return int(text)
+
+
 def add_options(parser):
-    from graph_override.commands._explain_options import positive  # pylint: disable=import-outside-toplevel
-    parser.add_argument("--batch-size", type=lambda t: positive(t, "examples"), metavar="N",
+    parser.add_argument("--batch-size", type=_examples, metavar="N",
                         help="examples per model call (default: as many as hold 2**21 input "
                              "values, 1 to 256; a fixed batch dimension: that)")
-    parser.add_argument("--shard-size", type=lambda t: positive(t, "examples"), metavar="N",
+    parser.add_argument("--shard-size", type=_examples, metavar="N",
                         help="write the maps to the folder OUT in shards of N examples (a "
                              "multiple of the batch size; default the first multiple >= 1024)")
     parser.add_argument("--resume", action="store_true",
