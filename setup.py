@@ -41,6 +41,9 @@ setup(
         # time; tqdm draws the training progress bar.
         "scikit-learn>=1.2",
         "tqdm>=4",
+        # SciPy (which scikit-learn requires too) solves ROAD's sparse
+        # imputation and ranks maps for the metrics' rank correlations.
+        "scipy>=1.8",
     ],
     extras_require={
         "test": [

@@ -34,10 +34,13 @@ completeness gap where the method has one) or vanish (`VanishingMapsWarning`):
 see `graph_override.attribution.checks`.
 
 Names are imported on first use, so `graph_override.attribution.method_table` (the
-method table) loads without TensorFlow.
+method records, `method_record`) loads without TensorFlow. Each method is one
+record there: its function, options, rules, batch layout, flags and docs row.
 """
 
 import importlib
+
+from graph_override.attribution import method_table as _method_table
 
 _NAMES = dict(
     [(n, "graph_override.attribution.method_table") for n in (
@@ -53,47 +56,16 @@ _NAMES = dict(
         "ImageFolder", "NpySource", "TFRecords")]
     + [(n, "graph_override.attribution.checks") for n in (
         "AttributionWarning", "CoverageWarning", "VanishingMapsWarning")]
-    + [(n, "graph_override.attribution.functions") for n in (
-        "deconvnet", "deeplift", "eps_lrp", "grad_cam", "gradient_input", "guided_backprop",
-        "integrated_gradients", "saliency", "smoothgrad")]
+    # one function per method record (`functions.one_call`)
+    + [(n, "graph_override.attribution.functions") for n in _method_table.METHODS]
     + [("AttributionError", "graph_override.errors")])
 
-__all__ = [
-    "Attribution",
-    "AttributionError",
-    "AttributionWarning",
-    "CoverageReport",
-    "CoverageWarning",
-    "Explainer",
-    "ImageFolder",
-    "LINEAR_OPS",
-    "METHODS",
-    "MethodSpec",
-    "NONLINEAR_OPS",
-    "NpySource",
-    "RELU_OPS",
-    "TFRecords",
-    "VanishingMapsWarning",
-    "attribute",
-    "coverage_report",
-    "deconvnet",
-    "deeplift",
-    "eps_lrp",
-    "explain_to_folder",
-    "grad_cam",
-    "gradient_input",
-    "guided_backprop",
-    "integrated_gradients",
-    "method_spec",
-    "read_manifest",
-    "read_maps",
-    "rule_strings",
-    "saliency",
-    "smoothgrad",
-]
+__all__ = list(sorted(_NAMES))
 
 
 def __getattr__(name):
+    if name not in _NAMES and name in _method_table.METHODS:  # defined after this import
+        return getattr(importlib.import_module("graph_override.attribution.functions"), name)
     if name not in _NAMES:
         raise AttributeError("module 'graph_override.attribution' has no attribute %r" % name)
     value = getattr(importlib.import_module(_NAMES[name]), name)
@@ -102,4 +74,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(__all__) | set(globals()))
+    return sorted(set(__all__) | set(globals()) | set(_method_table.METHODS))

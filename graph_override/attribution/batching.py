@@ -24,7 +24,8 @@ by the seed and the batch size. Without a seed, one is drawn for the run.
 
 Per-example options are cut with the batch: a target array (one class per
 example) and a baseline of x's shape; a number, an int class, a callable,
-one example's baseline are given to every batch as they are. A warning
+one example's baseline are given to every batch as they are. The inputs of a
+model of several inputs (a list or dict of arrays) run as one batch. A warning
 that several batches raise is given once, and that the maps vanish only
 where every batch's maps vanish.
 """
@@ -33,7 +34,7 @@ import warnings
 
 import numpy as np
 
-from graph_override.attribution import checks, methods, models, sources
+from graph_override.attribution import checks, methods, models, several, sources
 from graph_override.errors import AttributionError
 
 __all__ = ["DEFAULT_VALUES", "MAX_DEFAULT_BATCH", "attribute", "batch_options",
@@ -198,6 +199,9 @@ def attribute(explainer, method, data, target, batch_size, progress, options):
     """The `Attribution` of all of `data` (`Explainer.attribute`): one call
     where one batch holds it, else `batches` joined, each warning of the
     batches given once."""
+    if several.is_several(data):  # a model of several inputs: one batch
+        check_batch_size(batch_size)
+        return explainer.run_batch(method, data, target, options)
     source = sources.as_source(data)
     size = batch_size_for(explainer, source, batch_size)
     if isinstance(source, sources.ArraySource) and not progress and source.count <= size:

@@ -38,7 +38,7 @@ import warnings
 import numpy as np
 
 __all__ = ["AttributionWarning", "CoverageWarning", "VANISHING", "VanishingMapsWarning",
-           "completeness_text", "vanishing_text", "warn"]
+           "completeness_text", "coverage_text", "vanishing_text", "warn"]
 
 VANISHING = 1e-12  # maps at most this times max(1, largest |output|) vanish
 
@@ -91,6 +91,16 @@ def completeness_text(result):
              else "where f(x) - f(baseline) is 0")
     return ("; completeness: the maps sum to f(x) - f(baseline) + delta, largest |delta| "
             "%.3g (example %d: %s)" % (gap, worst, ratio))
+
+
+def coverage_text(report, result):
+    """The `CoverageWarning` of `report` (a `coverage.CoverageReport`): what
+    `graph-override explain` prints per op type, with the completeness gap
+    of `result` (if any)."""
+    return "; ".join("%s does not cover %s (%d node(s): %s) on the path of %s: %s" % (
+        report.method, u["op"], u["count"], ", ".join(u["nodes"][:3])
+        + (" ..." if u["count"] > 3 else ""), report.source, u["reason"])
+        for u in report.uncovered) + completeness_text(result)
 
 
 def vanishing_text(method, result, x, baseline=None, times_input=False):

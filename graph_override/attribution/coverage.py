@@ -233,7 +233,7 @@ def _traced(model, inputs, outputs, session, x):
     graph: a Session's tensors, a Keras model or TF2 callable (traced for
     `x`, or for a Keras model's own input spec), an `Explainer`."""
     # pylint: disable=import-outside-toplevel
-    from graph_override.attribution import engine, models
+    from graph_override.attribution import engine, models, several
     explainer = model if isinstance(model, engine.Explainer) else None
     if explainer is not None:
         if inputs is not None or outputs is not None or session is not None:
@@ -249,6 +249,12 @@ def _traced(model, inputs, outputs, session, x):
             raise AttributionError(
                 "inputs= and outputs= name the tensors of a frozen graph or a Session "
                 "graph; a TF2 callable or Keras model takes none (it is traced)")
+        if x is not None and several.is_several(x):  # a model of several inputs
+            holder = explainer or engine.Explainer(model)
+            packed, _ = several.arrange(x, holder.input_names(x),
+                                        lambda value, what: models.as_float_input(value))
+            graph = holder.model_graph(None, packed)
+            return graph.graph_def, graph.source, list(graph.names), [graph.output]
         spec = models.as_float_input(x) if x is not None else (
             models.keras_spec(model) if models.is_keras(model) else None)
         if spec is None:
@@ -261,7 +267,7 @@ def _traced(model, inputs, outputs, session, x):
                     model, "__name__", type(model).__name__)))
         graph = (explainer.model_graph(spec) if explainer is not None and x is not None
                  else models.from_callable(model, spec))
-    return graph.graph_def, graph.source, [graph.input], [graph.output]
+    return graph.graph_def, graph.source, list(graph.names), [graph.output]
 
 
 def coverage_report(model, method, *, inputs=None, outputs=None, also_covered=(),

@@ -14,34 +14,20 @@ scope of their own, so TF1 code may call them inside its
 ``with graph.as_default():`` (or with eager execution disabled).
 """
 
-import inspect
 import warnings
 
+import numpy as np
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
-from graph_override.attribution import batching, checks, coverage, gradcam, methods, models
-from graph_override.attribution import saved_models, targets
+from graph_override.attribution import batching, checks, coverage, methods, models, several
+from graph_override.attribution import saved_models, several_models, targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
-from graph_override.estimators import normalize
 from graph_override.frozen.patching.patch_rules import as_rules
 from graph_override.frozen.tf2.function import FrozenFunction
 
 __all__ = ["Explainer", "attribute"]
-
-_METHODS = {
-    "saliency": methods.saliency,
-    "gradient_input": methods.gradient_input,
-    "integrated_gradients": methods.integrated_gradients,
-    "smoothgrad": methods.smoothgrad,
-    "guided_backprop": methods.modified_gradient,
-    "deconvnet": methods.modified_gradient,
-    "eps_lrp": methods.eps_lrp,
-    "deeplift": methods.deeplift,
-    "grad_cam": gradcam.grad_cam,
-}
-
 
 class Explainer:
     """Attribution maps of one model, compiled once per method's rules.
@@ -49,10 +35,11 @@ class Explainer:
     Args:
       model: a frozen GraphDef or the path of a ``.pb``/``.pbtxt`` file (give
         `inputs` and `outputs` names), or a TF2 callable / Keras model of one
-        tensor (no names: it is traced for each input spec it meets). None
-        with `session`.
+        tensor or several (no names: it is traced for each input spec it
+        meets). None with `session`.
       inputs, outputs: the input and output tensor (name such as "x:0", a
-        tensor of the session's graph, or a one-element list of either).
+        tensor of the session's graph, or a one-element list of either); a
+        list of input tensors for a model of several inputs.
       session: a `tf.compat.v1.Session` whose graph holds `inputs` and
         `outputs`; its variables are frozen with the values they have now.
       rules: patch rules of the caller's own (``frozen.patch`` rule strings
@@ -99,9 +86,12 @@ class Explainer:
             if model is not None:
                 raise AttributionError("give a model or session=, not both (a Session "
                                        "model is its tensors: inputs=, outputs=)")
-            self._fixed = models.from_session(session, inputs, outputs)
+            self._fixed = (several_models if several_models.is_several_names(inputs)
+                           else models).from_session(session, inputs, outputs)
         elif models.is_graph_model(model):
-            self._fixed = saved_models.model_graph(model, inputs, outputs, self.allow_ops)
+            self._fixed = (several_models.from_graph_def(model, inputs, outputs)
+                           if several_models.is_several_names(inputs) else
+                           saved_models.model_graph(model, inputs, outputs, self.allow_ops))
             self._untrusted = True
             self.check_runs([self._fixed.output])
         else:
@@ -128,14 +118,27 @@ class Explainer:
         None for a Session's graph)."""
         return self._model
 
-    def model_graph(self, x):
-        """The `ModelGraph` that explains inputs like `x`."""
+    def model_graph(self, x, packed=None):
+        """The `ModelGraph` that explains inputs like `x` (with `packed`, the
+        `several.Packed` of several inputs, x their packed array)."""
         if self._fixed is not None:
             return self._fixed
-        key = (tuple(x.shape[1:]), x.dtype.str)
+        key = packed.key() if packed is not None else (tuple(x.shape[1:]), x.dtype.str)
         if key not in self._graphs:
-            self._graphs[key] = models.from_callable(self._model, x)
+            self._graphs[key] = (models.from_callable(self._model, x) if packed is None else
+                                 several_models.from_callable(self._model, packed))
         return self._graphs[key]
+
+    def input_names(self, x):
+        """The names of the model's inputs: those of the graph, of a Keras
+        model of several inputs, the keys of a dict `x`, or input_0, ..."""
+        if self._fixed is not None:
+            return self._fixed.names
+        names = several_models.input_names(self._model)
+        if names is None and isinstance(x, dict):
+            names = list(x)
+        return names or ["input_%d" % i for i in range(len(x) if several.is_several(x)
+                                                      else 1)]
 
     def cached(self, key, make):
         """What ``make()`` returns, made once per `key` for this model."""
@@ -143,10 +146,10 @@ class Explainer:
             self._functions[key] = make()
         return self._functions[key]
 
-    def function(self, x, method_rules=()):
+    def function(self, x, method_rules=(), packed=None):
         """The `FrozenFunction` of the model patched with `method_rules`
         (``frozen.patch`` rule strings), made on first use."""
-        graph = self.model_graph(x)
+        graph = self.model_graph(x, packed)
         every = self.rules + tuple(method_rules)
         return self.cached((id(graph),) + tuple(str(r) for r in every),
                            lambda: self._make_function(graph, every))
@@ -154,7 +157,7 @@ class Explainer:
     @staticmethod
     def _make_function(graph, method_rules):
         try:
-            function = FrozenFunction(graph.graph_def, [graph.input], [graph.output],
+            function = FrozenFunction(graph.graph_def, list(graph.names), [graph.output],
                                       rules=list(method_rules), on_no_match="ignore")
         except GraphOverrideError as e:  # the same class, naming the model as given
             message = str(e)
@@ -178,7 +181,10 @@ class Explainer:
             gradient_input, integrated_gradients, smoothgrad, guided_backprop,
             deconvnet, eps_lrp, deeplift, grad_cam).
           x: the inputs, first dimension the examples (float ndarray, memmap,
-            tensor), a ``tf.data.Dataset`` or an `attribution.sources` source.
+            tensor), a ``tf.data.Dataset`` or an `attribution.sources` source;
+            for a model of several inputs, a list of them (the model's order)
+            or a dict keyed by input names, and the maps (a baseline too) in
+            the same structure (`several`; one batch).
           target: what to explain per example: None (the argmax of the
             output), an int class for all, an int array with one class per
             example, or a callable of the output tensor returning one scalar
@@ -207,20 +213,12 @@ class Explainer:
 
     def _attribute(self, method, x, target, options):
         spec = method_table.method_spec(method)
-        run = _METHODS[spec.name]
-        accepted = [p for p in inspect.signature(run).parameters if p not in
-                    ("context", "x", "target")]
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise AttributionError("%s takes no option %s; its options: %s" % (
-                spec.name, ", ".join(unknown), ", ".join(accepted) or "none"))
-        x = models.as_float_input(x)
-        rule_params = {k: options[k] for k in spec.options if k in options}
-        if spec.name == "deeplift":  # N + 1 rows where one baseline serves every input
+        options, rule_params = spec.checked(options)
+        packed, x = several_models.arrange(self, x, spec, options)
+        if spec.batch == "inputs+references":  # N + 1 rows where one baseline serves all
             # built once: the row count is chosen from it and the method uses it
-            options = dict(options, baseline=targets.baseline_for(options.get("baseline"), x))
+            options["baseline"] = targets.baseline_for(options.get("baseline"), x)
             rule_params["shared_reference"] = methods.one_reference(options["baseline"], x)
-        rule_params = _checked_rule_params(spec, rule_params)
         method_rules = method_table.rule_strings(spec.name, **rule_params)
         if rule_params:
             try:
@@ -229,21 +227,21 @@ class Explainer:
                 raise AttributionError("%s(%s): %s" % (spec.name, ", ".join(
                     "%s=%r" % kv for kv in rule_params.items()), e)) from e
         context = _Context(self, x, spec, method_rules,
-                           rule_params.get("shared_reference", False))
+                           rule_params.get("shared_reference", False), packed)
         report = self.coverage(context.graph, spec.name)
         result = None
         try:
-            result = run(context, context.x, target, **options)
+            result = spec.run(context, context.x, target, **options)
         finally:  # said also when the run fails: the uncovered op may be why
             if report.uncovered:
-                checks.warn(_coverage_text(report, result), checks.CoverageWarning)
+                checks.warn(checks.coverage_text(report, result), checks.CoverageWarning)
         baseline = (targets.baseline_for(options.get("baseline"), context.x)
                     if spec.baseline else None)
         message = checks.vanishing_text(spec.name, result, context.x, baseline,
-                                        spec.times_input and spec.name != "grad_cam")
+                                        spec.times_input)
         if message is not None:
             checks.warn(message, checks.VanishingMapsWarning)
-        return result
+        return several_models.unpacked(result, context)
 
     def coverage(self, graph, method):
         """The `coverage.CoverageReport` of `method` on the `ModelGraph`
@@ -251,37 +249,8 @@ class Explainer:
         covered; made once per graph and method."""
         covered = frozenset(r.op_type for r in self.rules if getattr(r, "op_type", None))
         return self.cached((id(graph), "coverage", method), lambda: coverage.coverage_report(
-            graph.graph_def, method, inputs=[graph.input], outputs=[graph.output],
+            graph.graph_def, method, inputs=list(graph.names), outputs=[graph.output],
             also_covered=covered, source=graph.source))
-
-
-def _checked_rule_params(spec, rule_params):
-    """`rule_params` as the rules take them (a NumPy float as a Python
-    float); a parameter out of range (epsilon) is refused in the API's terms:
-    the argument as the caller gave it, not the rule string it becomes."""
-    estimators = {estimator for estimator, _ in spec.rules.values()}
-    checked = dict(rule_params)
-    for key, value in rule_params.items():
-        if key == "shared_reference":
-            continue  # set by the engine
-        for estimator in sorted(estimators):
-            try:
-                checked[key] = normalize(estimator, {key: value})[key]
-            except (TypeError, ValueError) as e:
-                why = str(e).replace("%s(%s=...)" % (estimator, key), key)
-                raise AttributionError("%s(%s=%r): %s (the default is %s=%r)" % (
-                    spec.name, key, value, why, key,
-                    next(iter(spec.rules.values()))[1][key])) from None
-    return checked
-
-
-def _coverage_text(report, result):
-    """The `CoverageWarning` of `report`: what `graph-override explain`
-    prints per op type, with the completeness gap of `result` (if any)."""
-    return "; ".join("%s does not cover %s (%d node(s): %s) on the path of %s: %s" % (
-        report.method, u["op"], u["count"], ", ".join(u["nodes"][:3])
-        + (" ..." if u["count"] > 3 else ""), report.source, u["reason"])
-        for u in report.uncovered) + checks.completeness_text(result)
 
 
 def _op_names(allow_ops):
@@ -300,13 +269,16 @@ def _op_names(allow_ops):
 class _Context:
     """One call: the input, the method's function, and how to run it."""
 
-    def __init__(self, explainer, x, spec, method_rules, shared_reference=False):
+    def __init__(self, explainer, x, spec, method_rules, shared_reference=False,
+                 packed=None):
         self.explainer = explainer
         self.spec = spec
         self.shared_reference = shared_reference
-        self.function = explainer.function(x, method_rules)
-        self.graph = explainer.model_graph(x)
-        input_spec = self.function.specs()[0][0]
+        self.packed = packed
+        self.function = explainer.function(x, method_rules, packed)
+        self.graph = explainer.model_graph(x, packed)
+        input_spec = (self.function.specs()[0][0] if packed is None else
+                      several_models.packed_spec(self.graph, self.function, packed))
         self.input_spec = input_spec
         self.x = models.as_float_input(x, input_spec.dtype)
         shape = input_spec.shape
@@ -315,7 +287,7 @@ class _Context:
             raise AttributionError(
                 "x has shape %s; the model's input %s takes %s (first dimension the "
                 "examples)" % (self.x.shape, self.graph.input, shape))
-        if spec.name == "deeplift":
+        if spec.batch == "inputs+references":
             self.check_doubling(self.x.shape[0])
         elif not shape.is_compatible_with(self.x.shape):
             raise AttributionError(
@@ -336,22 +308,30 @@ class _Context:
 
     def outputs(self, x):
         """The model's output for the batch `x` (ndarray)."""
-        return self.function(tf.constant(x)).numpy()
+        return self.function(*self.feed(x)).numpy()
+
+    def feed(self, x):
+        """The model's input tensors for the (packed) batch `x`."""
+        return ([tf.constant(x)] if self.packed is None else
+                [tf.constant(a) for a in self.packed.unpack(x)])
 
     def gradient(self, x, target, first=None):
         """(outputs, selected scalars, d scalars / d x) for the batch `x`;
         with `first`, the target selects among the first `first` examples
         only (DeepLIFT's inputs, ahead of their references)."""
-        tensor = tf.constant(x)
+        tensors = self.feed(x)
         with tf.GradientTape() as tape:
-            tape.watch(tensor)
-            y = self.function(tensor)
+            tape.watch(tensors)
+            y = self.function(*tensors)
             scalars = targets.select(y if first is None else y[:first], target)
-        grads = tape.gradient(scalars, tensor)
-        if grads is None:
+        grads = tape.gradient(scalars, tensors)
+        if all(g is None for g in grads):
             raise AttributionError("%s: the output %s does not depend on the input %s"
                                    % (self.graph.source, self.graph.output, self.graph.input))
-        return y.numpy(), scalars.numpy(), tf.convert_to_tensor(grads).numpy()
+        grads = [np.zeros(t.shape, t.dtype.as_numpy_dtype) if g is None else
+                 tf.convert_to_tensor(g).numpy() for t, g in zip(tensors, grads)]
+        return (y.numpy(), scalars.numpy(),
+                grads[0] if self.packed is None else self.packed.pack(grads))
 
     def check_doubling(self, n):
         """Refuses a fixed batch dimension that DeepLIFT's batch (the n

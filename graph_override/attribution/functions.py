@@ -1,4 +1,5 @@
-"""One call per method: ``attribution.saliency(model, x)`` and the like.
+"""One call per method: ``attribution.saliency(model, x)`` and the like,
+made from the method records (`graph_override.attribution.method_table`).
 
 Each is `attribution.attribute(model, METHOD, x, ...)`: `model` is a frozen
 GraphDef or path (with `inputs` and `outputs` names), None with `session` and
@@ -6,132 +7,72 @@ its tensors, a TF2 callable or Keras model, or an `Explainer` (which keeps the
 frozen and patched model between calls). `rules` are patch rules of the
 caller's own, applied before the method's, and `allow_ops` the op types a
 GraphDef may run although they read or write files or reach elsewhere
-(see `Explainer`). `batch_size` examples go through the model per call
+(see `Explainer`). `target` is None (the argmax per
+example), an int class for all, an int array per example, or a callable of
+the output tensor. `batch_size` examples go through the model per call
 (None: chosen from the model's input size; see
 `graph_override.attribution.batching`); ``progress=True`` draws a progress
-bar on stderr. `target` is None (the argmax per
-example), an int class for all, an int array per example, or a callable of
-the output tensor. Each returns an `Attribution` (``.maps``, ``.targets``,
-``.outputs``, ``.delta``). See `graph_override.attribution.methods` for the
-formulas and conventions.
+bar on stderr. The keywords after those are the method's options, with the
+record's defaults. Each returns an `Attribution` (``.maps``,
+``.targets``, ``.outputs``, ``.delta``). See
+`graph_override.attribution.methods` for the formulas and conventions.
+
+Example:
+  >>> import numpy as np, tensorflow as tf
+  >>> from graph_override import attribution
+  >>> f = lambda x: tf.matmul(x, tf.constant([[2.0], [-3.0]]))
+  >>> attribution.saliency(f, np.ones((1, 2), "float32")).maps
+  array([[2., 3.]], dtype=float32)
+  >>> import inspect
+  >>> str(inspect.signature(attribution.eps_lrp)).split("progress=False, ")[1]
+  'epsilon=0.0001)'
 """
 
+import inspect
+
+from graph_override.attribution import method_table
 from graph_override.attribution.engine import attribute
 
-__all__ = ["deconvnet", "deeplift", "eps_lrp", "grad_cam", "gradient_input", "guided_backprop",
-           "integrated_gradients", "saliency", "smoothgrad"]
+_MODEL_KEYWORDS = ("inputs", "outputs", "session", "rules", "allow_ops")
 
 
-def saliency(model, x, target=None, *, inputs=None, outputs=None, session=None, rules=(),
-             allow_ops=(), batch_size=None,
-             progress=False, abs=True):  # pylint: disable=redefined-builtin
-    """The gradient of the target; its absolute value with ``abs=True``
-    (Captum's default). Simonyan et al.'s map is ``maps.max(axis=-1)``.
+def one_call(method):
+    """The one-call function of `method` (a name or its record): its
+    signature ``(model, x, target=None, *, inputs=None, outputs=None,
+    session=None, rules=(), allow_ops=(), batch_size=None, progress=False,
+    <options with defaults>)`` and its
+    docstring are the record's."""
+    spec = method_table.method_spec(method)
 
-    Example:
-      >>> import numpy as np, tensorflow as tf
-      >>> from graph_override import attribution
-      >>> f = lambda x: tf.matmul(x, tf.constant([[2.0], [-3.0]]))
-      >>> attribution.saliency(f, np.ones((1, 2), "float32")).maps
-      array([[2., 3.]], dtype=float32)
-    """
-    return attribute(model, "saliency", x, target, inputs=inputs, outputs=outputs,
-                     session=session, rules=rules, allow_ops=allow_ops, batch_size=batch_size,
-                     progress=progress, abs=abs)
+    def call(model, x, target=None, **keywords):
+        bound = call.__signature__.bind(model, x, target, **keywords)
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        return attribute(given.pop("model"), spec.name, given.pop("x"), given.pop("target"),
+                         **given)
 
-
-def gradient_input(model, x, target=None, *, inputs=None, outputs=None, session=None,
-                   rules=(), allow_ops=(), batch_size=None,
-                   progress=False):
-    """Gradient times input (Shrikumar et al., 2016)."""
-    return attribute(model, "gradient_input", x, target, inputs=inputs, outputs=outputs,
-                     session=session, rules=rules, allow_ops=allow_ops, batch_size=batch_size,
-                     progress=progress)
-
-
-def integrated_gradients(model, x, target=None, *, inputs=None, outputs=None, session=None,
-                         rules=(), allow_ops=(), batch_size=None,
-                         progress=False, baseline=None, steps=50, rule="riemann_trapezoid",
-                         internal_batch_size=None):
-    """Integrated Gradients (Sundararajan et al., 2017) from `baseline`
-    (zeros; a number; one example's shape; x's shape) with `steps` points of
-    `rule` (riemann_left, riemann_right, riemann_middle, riemann_trapezoid);
-    ``.delta`` is the completeness gap per example, which falls as `steps`
-    grows. `internal_batch_size` rows go through the model per call (None:
-    one step of the batch per call; Captum's name)."""
-    return attribute(model, "integrated_gradients", x, target, inputs=inputs,
-                     outputs=outputs, session=session, rules=rules, allow_ops=allow_ops,
-                     batch_size=batch_size, progress=progress, baseline=baseline, steps=steps,
-                     rule=rule,
-                     internal_batch_size=internal_batch_size)
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    call.__signature__ = inspect.Signature(
+        [inspect.Parameter("model", positional), inspect.Parameter("x", positional),
+         inspect.Parameter("target", positional, default=None)]
+        + [inspect.Parameter(k, keyword, default=() if k in ("rules", "allow_ops") else None)
+           for k in _MODEL_KEYWORDS]
+        + [inspect.Parameter("batch_size", keyword, default=None),
+           inspect.Parameter("progress", keyword, default=False)]
+        + [inspect.Parameter(o.name, keyword, default=o.default) for o in spec.options])
+    call.__name__ = call.__qualname__ = spec.name
+    call.__module__ = __name__
+    call.__doc__ = spec.docstring()
+    return call
 
 
-def smoothgrad(model, x, target=None, *, inputs=None, outputs=None, session=None,
-               rules=(), allow_ops=(), batch_size=None,
-               progress=False, stdev_spread=0.15, samples=50, seed=None, magnitude=False,
-               internal_batch_size=None):
-    """SmoothGrad (Smilkov et al., 2017): the gradient averaged over `samples`
-    copies of x with Gaussian noise of standard deviation `stdev_spread`
-    times each example's value range; `seed` makes it repeatable;
-    ``magnitude=True`` averages the squared gradient; `internal_batch_size`
-    as in `integrated_gradients`."""
-    return attribute(model, "smoothgrad", x, target, inputs=inputs, outputs=outputs,
-                     session=session, rules=rules, allow_ops=allow_ops, batch_size=batch_size,
-                     progress=progress, stdev_spread=stdev_spread,
-                     samples=samples, seed=seed, magnitude=magnitude,
-                     internal_batch_size=internal_batch_size)
+__all__ = list(method_table.METHODS)
+globals().update((name, one_call(name)) for name in method_table.METHODS)
 
 
-def guided_backprop(model, x, target=None, *, inputs=None, outputs=None, session=None,
-                    rules=(), allow_ops=(), batch_size=None,
-                    progress=False):
-    """Guided backpropagation (Springenberg et al., 2015): the gradient with
-    Relu, Relu6 and LeakyRelu passing dy where dy > 0 and y > 0."""
-    return attribute(model, "guided_backprop", x, target, inputs=inputs, outputs=outputs,
-                     session=session, rules=rules, allow_ops=allow_ops, batch_size=batch_size,
-                     progress=progress)
-
-
-def deconvnet(model, x, target=None, *, inputs=None, outputs=None, session=None,
-              rules=(), allow_ops=(), batch_size=None,
-              progress=False):
-    """Deconvnet (Zeiler and Fergus, 2014): the gradient with Relu, Relu6
-    and LeakyRelu passing dy where dy > 0."""
-    return attribute(model, "deconvnet", x, target, inputs=inputs, outputs=outputs,
-                     session=session, rules=rules, allow_ops=allow_ops, batch_size=batch_size,
-                     progress=progress)
-
-
-def eps_lrp(model, x, target=None, *, inputs=None, outputs=None, session=None,
-            rules=(), allow_ops=(), batch_size=None,
-            progress=False, epsilon=1e-4):
-    """epsilon-LRP (Bach et al., 2015) as DeepExplain computes it: the
-    gradient under the eps_lrp rule (dy * y / (x + epsilon * sign(x)) at each
-    nonlinearity) times the input."""
-    return attribute(model, "eps_lrp", x, target, inputs=inputs, outputs=outputs,
-                     session=session, rules=rules, allow_ops=allow_ops, batch_size=batch_size,
-                     progress=progress, epsilon=epsilon)
-
-
-def deeplift(model, x, target=None, *, inputs=None, outputs=None, session=None,
-             rules=(), allow_ops=(), batch_size=None,
-             progress=False, baseline=None):
-    """DeepLIFT with the rescale rule (Shrikumar et al., 2017): inputs and
-    baselines run in one batch [x; baseline] (the model's batch dimension
-    must be free), maps (x - baseline) times the rescaled gradient; ``.delta``
-    is the summation-to-delta gap."""
-    return attribute(model, "deeplift", x, target, inputs=inputs, outputs=outputs,
-                     session=session, rules=rules, allow_ops=allow_ops, batch_size=batch_size,
-                     progress=progress, baseline=baseline)
-
-
-def grad_cam(model, x, target=None, *, inputs=None, outputs=None, session=None, rules=(),
-             allow_ops=(), batch_size=None,
-             progress=False, layer=None, resize=False):
-    """Grad-CAM (Selvaraju et al., 2017) of `layer` (a tensor name; None:
-    the last 4-D tensor before the output), resized to x's height and width
-    with ``resize=True``."""
-    return attribute(model, "grad_cam", x, target, inputs=inputs, outputs=outputs,
-                     session=session, rules=rules, allow_ops=allow_ops, batch_size=batch_size,
-                     progress=progress, layer=layer,
-                     resize=resize)
+def __getattr__(name):
+    # a method defined after this module was imported
+    if name in method_table.METHODS:
+        return one_call(name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

@@ -33,9 +33,10 @@ __all__ = ["grad_cam", "last_4d_tensor"]
 
 
 def _path_ops(graph, input_name, output_name):
-    """The ops on a path from the input tensor to the output tensor, in the
-    graph's (topological) creation order."""
-    source = graph.get_tensor_by_name(input_name).op
+    """The ops on a path from the input tensor (or any of several, a list)
+    to the output tensor, in the graph's (topological) creation order."""
+    names = [input_name] if isinstance(input_name, str) else list(input_name)
+    sources = [graph.get_tensor_by_name(n).op for n in names]
     target = graph.get_tensor_by_name(output_name).op
     ancestors, stack = set(), [target]
     while stack:
@@ -45,7 +46,7 @@ def _path_ops(graph, input_name, output_name):
         ancestors.add(op)
         stack.extend(t.op for t in op.inputs)
         stack.extend(op.control_inputs)
-    reach, stack = set(), [source]
+    reach, stack = set(), sources
     while stack:
         op = stack.pop()
         if op in reach or op not in ancestors:
@@ -63,7 +64,9 @@ def last_4d_tensor(graph_def, input_name, output_name):
     found = None
     for op in _path_ops(graph, input_name, output_name):
         for tensor in op.outputs:
-            if tensor.shape.rank == 4 and tensor.dtype.is_floating and tensor.name != input_name:
+            if (tensor.shape.rank == 4 and tensor.dtype.is_floating
+                    and tensor.name not in ([input_name] if isinstance(input_name, str)
+                                            else input_name)):
                 found = tensor.name
     return found
 
@@ -109,6 +112,11 @@ def _resolve(context, x, layer):
                                    else getattr(layer, "name", layer))
     if models.is_keras(model) and hasattr(model, "get_layer"):
         found = _keras_layer(model, layer, graph, what)
+        if found is not None and context.packed is not None:
+            raise AttributionError(
+                "%s: model %s has several inputs; give the layer as a tensor name of the "
+                "frozen graph (its nodes: [n.name for n in Explainer(model).model_graph(x, "
+                "...).graph_def.node]) or layer=None" % (what, model.name))
         if found is not None:
             return context.explainer.cached(
                 (id(graph), "grad_cam keras layer", found.name),
@@ -135,9 +143,9 @@ def _functions(context, graph, layer):
         context.explainer.check_runs([layer])  # what the layer needs runs too
         try:
             own = dict(rules=list(context.explainer.rules), on_no_match="ignore")
-            return (FrozenFunction(graph.graph_def, [graph.input], [layer], **own),
-                    FrozenFunction(graph.graph_def, [graph.input, layer], [graph.output],
-                                   **own))
+            return (FrozenFunction(graph.graph_def, list(graph.names), [layer], **own),
+                    FrozenFunction(graph.graph_def, list(graph.names) + [layer],
+                                   [graph.output], **own))
         except GraphOverrideError as e:
             raise AttributionError("grad_cam(layer=%r): %s" % (layer, e)) from e
 
@@ -164,7 +172,7 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
     Layer of it or a layer's name; None: `last_4d_tensor`)."""
     graph = context.graph
     if layer is None:
-        layer = last_4d_tensor(graph.graph_def, graph.input, graph.output)
+        layer = last_4d_tensor(graph.graph_def, graph.names, graph.output)
         if layer is None:
             raise AttributionError(
                 "grad_cam: %s has no 4-D tensor (batch, height, width, channels) between "
@@ -177,14 +185,14 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
     _check_node(graph, layer, asked)
     to_layer, head = _functions(context, graph, layer)
     if not context.explainer.cached((id(graph), "grad_cam reads the input", layer),
-                                    lambda: _reads_the_input(graph.graph_def, graph.input,
+                                    lambda: _reads_the_input(graph.graph_def, graph.names,
                                                              layer)):
         raise AttributionError(
             "grad_cam(layer=%r): %s is not computed from the input %s (a weight or a "
             "constant of the graph?); Grad-CAM needs the activations of a layer "
             "between %s and %s" % (asked, layer, graph.input, graph.input, graph.output))
-    xt = tf.constant(x)
-    activations = to_layer(xt)
+    xt = context.feed(x)  # the input tensors
+    activations = to_layer(*xt)
     if activations.shape.rank != 4:
         raise AttributionError("grad_cam(layer=%r): the layer has shape %s%s; Grad-CAM needs "
                                "a 4-D (batch, height, width, channels) tensor" % (
@@ -192,11 +200,11 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
                                    " (tensor %s of the frozen graph)" % layer))
     shape = head.specs()[1][0].shape
     target = target_lib.resolve(target, tuple(shape.as_list()) if shape.rank is not None and None
-                                not in shape.as_list()[1:] else head(xt, activations).shape,
+                                not in shape.as_list()[1:] else head(*xt, activations).shape,
                                 x.shape[0])
     with tf.GradientTape() as tape:
         tape.watch(activations)
-        outputs = head(xt, activations)
+        outputs = head(*xt, activations)
         scalars = target_lib.select(outputs, target)
     grads = tape.gradient(scalars, activations)
     if grads is None:
@@ -208,6 +216,9 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
     weights = tf.reduce_mean(grads, axis=[1, 2], keepdims=True)
     cam = tf.nn.relu(tf.reduce_sum(weights * activations, axis=-1))
     if resize:
+        if context.packed is not None:
+            raise AttributionError("grad_cam(resize=True): the model has several inputs; "
+                                   "resize the maps to the input of your choice")
         if x.ndim != 4:
             raise AttributionError("grad_cam(resize=True) needs 4-D image inputs, x has "
                                    "shape %s" % (x.shape,))

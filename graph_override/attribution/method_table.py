@@ -44,6 +44,12 @@ one operand is a constant (a folded batch norm, a scale); a product of two
 activations is not linear, and every method then uses its plain gradient
 (the convention of DeepExplain and Captum for ops they do not know).
 
+The records: one `define` per method (the record and its fields:
+`graph_override.attribution.method_record`). The op types a rule covers are
+those of its estimator's record (`graph_override.estimators`, whose
+`attribution_ops.RELUS` and `ACTIVATIONS` are `RELU_OPS` and
+`NONLINEAR_OPS` here).
+
 Example:
   >>> from graph_override.attribution import method_table
   >>> method_table.rule_strings("eps_lrp", epsilon=0.01)[:2]
@@ -52,28 +58,29 @@ Example:
   True
 """
 
-import dataclasses
-import difflib
-import types
 
+import argparse
+import numbers
+
+from graph_override.attribution.method_record import (METHODS, Flag, MethodSpec, Option,
+                                                      define, method_spec, rule_strings,
+                                                      table_markdown)
 from graph_override.errors import AttributionError
 
 __all__ = [
     "LINEAR_OPS",
     "METHODS",
     "MethodSpec",
-    "NONLINEAR_OPS",
-    "RELU_OPS",
+    "NONLINEAR_OPS",  # noqa: F822  (from the estimators, on first use: __getattr__)
+    "RELU_OPS",  # noqa: F822
     "RIEMANN_RULES",
     "method_spec",
     "rule_strings",
+    "table_markdown",
 ]
 
 # Integrated Gradients' Riemann rules (`methods.riemann`), Captum's names
 RIEMANN_RULES = ("riemann_left", "riemann_right", "riemann_middle", "riemann_trapezoid")
-
-RELU_OPS = ("Relu", "Relu6", "LeakyRelu")
-NONLINEAR_OPS = RELU_OPS + ("Elu", "Selu", "Sigmoid", "Tanh", "Softplus")
 
 LINEAR_OPS = frozenset({
     # products with weights
@@ -104,102 +111,144 @@ LINEAR_OPS = frozenset({
 })
 
 
-@dataclasses.dataclass(frozen=True)
-class MethodSpec:
-    """One attribution method.
-
-    Attributes:
-      name: its name, as `attribution.attribute` and ``--method`` take it.
-      rules: op type -> (estimator name, parameters); the parameters given
-        are defaults that `rule_strings` may override (epsilon).
-      baseline: whether the method compares the input with a baseline
-        (reference) input, zeros unless given.
-      times_input: whether the map is the (rule) gradient times the input,
-        or times (input - baseline).
-      summary: one line for listings.
-    """
-
-    name: str
-    rules: types.MappingProxyType
-    baseline: bool
-    times_input: bool
-    summary: str
-
-    @property
-    def options(self):
-        """The rule parameters `rule_strings` takes (e.g. ``("epsilon",)``);
-        DeepLIFT's ``shared_reference`` is set by the engine from the baseline."""
-        return tuple(sorted({k for _, params in self.rules.values() for k in params}))
+def __getattr__(name):
+    # The op types of the rules have one home, the estimators' attribution
+    # ops; read on first use, so that the table loads without TensorFlow.
+    if name in ("RELU_OPS", "NONLINEAR_OPS"):
+        from graph_override.estimators import attribution_ops  # pylint: disable=import-outside-toplevel
+        return attribution_ops.RELUS if name == "RELU_OPS" else attribution_ops.ACTIVATIONS
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
-def _spec(name, estimator, ops, params, baseline, times_input, summary):
-    rules = {op: (estimator, types.MappingProxyType(dict(params))) for op in ops}
-    return MethodSpec(name, types.MappingProxyType(rules), baseline, times_input, summary)
+# --- the flags' argparse types and the options' checks -------------------------------
+
+def _count_flag(what):
+    def parse(text):
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError("expected a positive number of %s, got %r"
+                                             % (what, text))
+        return int(text)
+    return parse
 
 
-METHODS = types.MappingProxyType({s.name: s for s in (
-    _spec("saliency", None, (), {}, False, False,
-          "gradient of the target (absolute value by default; Simonyan et al., 2014)"),
-    _spec("gradient_input", None, (), {}, False, True,
-          "gradient times input (Shrikumar et al., 2016)"),
-    _spec("integrated_gradients", None, (), {}, True, True,
-          "path integral of the gradient from the baseline (Sundararajan et al., 2017)"),
-    _spec("smoothgrad", None, (), {}, False, False,
-          "gradient averaged over noisy copies of the input (Smilkov et al., 2017)"),
-    _spec("grad_cam", None, (), {}, False, False,
-          "ReLU of a layer's activations weighted by their mean gradient "
-          "(Selvaraju et al., 2017)"),
-    _spec("guided_backprop", "guided_relu", RELU_OPS, {}, False, False,
-          "gradient passing only positive signals through ReLUs "
-          "(Springenberg et al., 2015)"),
-    _spec("deconvnet", "deconv_relu", RELU_OPS, {}, False, False,
-          "ReLU backward passes positive gradients (Zeiler and Fergus, 2014)"),
-    _spec("eps_lrp", "eps_lrp", NONLINEAR_OPS, {"epsilon": 1e-4}, False, True,
-          "epsilon-LRP as a modified gradient times input (Bach et al., 2015; "
-          "Ancona et al., 2018)"),
-    _spec("deeplift", "deeplift_rescale", NONLINEAR_OPS, {"shared_reference": False}, True,
-          True,
-          "DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)"),
-)})
+def _seed_flag(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("expected an integer seed >= 0, got %r" % text)
+    return int(text)
 
 
-def method_spec(name):
-    """The `MethodSpec` of `name`.
-
-    Raises:
-      AttributionError: no such method (the message suggests the nearest).
-    """
-    spec = METHODS.get(name) if isinstance(name, str) else None
-    if spec is None:
-        close = difflib.get_close_matches(str(name), list(METHODS), n=2, cutoff=0.5)
-        raise AttributionError(
-            "method=%r is not an attribution method.%s Methods: %s." % (
-                name, (" Did you mean %s?" % " or ".join(repr(c) for c in close))
-                if close else "", ", ".join(METHODS)))
-    return spec
+def _number_flag(positive):
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not (value > 0 if positive else value >= 0) or value == float("inf"):
+            raise argparse.ArgumentTypeError("expected a finite number %s 0, got %r" % (
+                ">" if positive else ">=", text))
+        return value
+    return parse
 
 
-def rule_strings(method, **params):
-    """The method's rules as ``frozen.patch`` rule strings, in op-type order.
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
-    Args:
-      method: a method name.
-      **params: rule parameters overriding the defaults (e.g. ``epsilon``).
 
-    Raises:
-      AttributionError: unknown method, or a parameter the method's rules
-        do not take.
-    """
-    spec = method_spec(method)
-    unknown = set(params) - set(spec.options)
-    if unknown:
-        raise AttributionError(
-            "method %r takes no rule parameter %s; it takes %s." % (
-                method, ", ".join(sorted(unknown)),
-                ", ".join(spec.options) or "none"))
-    out = []
-    for op, (estimator, defaults) in spec.rules.items():
-        merged = dict(defaults, **params)
-        text = ",".join("%s=%r" % kv for kv in sorted(merged.items()))
-        out.append("%s=%s%s" % (op, estimator, ":" + text if text else ""))
-    return out
+def _samples(method, value):  # pylint: disable=unused-argument
+    if not _is_int(value) or value < 1:
+        raise AttributionError("samples=%r: expected an int >= 1" % (value,))
+    return value
+
+
+def _spread(method, value):  # pylint: disable=unused-argument
+    if not value >= 0:
+        raise AttributionError("stdev_spread=%r: expected a number >= 0" % (value,))
+    return value
+
+
+def _rows(method, value):  # pylint: disable=unused-argument
+    if value is not None and (not _is_int(value) or value < 1):
+        raise AttributionError("internal_batch_size=%r: expected an int >= 1 (rows per "
+                               "model call) or None" % (value,))
+    return value
+
+
+_BASELINE = Option("baseline", None, "the reference input: None (zeros), a number, one "
+                   "example's shape or x's shape (explain: --baseline)")
+_ROWS = Option("internal_batch_size", None, "rows per model call (None: one point of the "
+               "batch per call; Captum's name)", _rows)
+_METHODS = "graph_override.attribution.methods:"
+
+# --- the records -----------------------------------------------------------------------
+
+define(
+    "saliency", function=_METHODS + "saliency",
+    summary="gradient of the target (absolute value by default; Simonyan et al., 2014)",
+    options=[Option("abs", True, "the absolute value of the gradient (Captum's default); "
+                    "False: the signed gradient",
+                    flag=Flag("--no-abs", const=False))])
+
+define(
+    "gradient_input", function=_METHODS + "gradient_input", times_input=True,
+    summary="gradient times input (Shrikumar et al., 2016)")
+
+define(
+    "integrated_gradients", function=_METHODS + "integrated_gradients", times_input=True,
+    summary="path integral of the gradient from the baseline (Sundararajan et al., 2017)",
+    options=[_BASELINE,
+             Option("steps", 50, "points of the path",
+                    flag=Flag("--steps", _count_flag("steps"), metavar="N")),
+             Option("rule", "riemann_trapezoid", "the Riemann rule, one of "
+                    + ", ".join(RIEMANN_RULES),
+                    flag=Flag("--rule", metavar="RULE", choices=RIEMANN_RULES)),
+             _ROWS])
+
+define(
+    "smoothgrad", function=_METHODS + "smoothgrad",
+    summary="gradient averaged over noisy copies of the input (Smilkov et al., 2017)",
+    options=[Option("stdev_spread", 0.15, "the noise's standard deviation as a fraction of "
+                    "each example's value range", _spread,
+                    Flag("--stdev-spread", _number_flag(positive=False), metavar="S")),
+             Option("samples", 50, "noisy copies per example", _samples,
+                    Flag("--samples", _count_flag("samples"), metavar="N")),
+             Option("seed", None, "the noise's random seed (None: new noise at every run)",
+                    flag=Flag("--seed", _seed_flag, metavar="N")),
+             Option("magnitude", False, "average the squared gradient",
+                    flag=Flag("--magnitude", const=True)),
+             _ROWS])
+
+define(
+    "grad_cam", function="graph_override.attribution.gradcam:grad_cam",
+    summary="ReLU of a layer's activations weighted by their mean gradient "
+            "(Selvaraju et al., 2017)",
+    options=[Option("layer", None, "the layer's tensor (None: the last 4-D tensor before "
+                    "the output)", flag=Flag("--layer", metavar="NAME:0")),
+             Option("resize", False, "resize the maps to the input's height and width",
+                    flag=Flag("--resize", const=True))])
+
+define(
+    "guided_backprop", function=_METHODS + "modified_gradient",
+    summary="gradient passing only positive signals through ReLUs "
+            "(Springenberg et al., 2015)",
+    rules=[("guided_relu", {})])
+
+define(
+    "deconvnet", function=_METHODS + "modified_gradient",
+    summary="ReLU backward passes positive gradients (Zeiler and Fergus, 2014)",
+    rules=[("deconv_relu", {})])
+
+define(
+    "eps_lrp", function=_METHODS + "gradient_input", times_input=True,
+    summary="epsilon-LRP as a modified gradient times input (Bach et al., 2015; "
+            "Ancona et al., 2018)",
+    options=[Option("epsilon", 1e-4, "the stabilizer epsilon > 0 of the rule",
+                    flag=Flag("--epsilon", _number_flag(positive=True), metavar="EPS"),
+                    rule=True)],
+    rules=[("eps_lrp", {"epsilon": 1e-4})])
+
+define(
+    "deeplift", function=_METHODS + "deeplift", times_input=True,
+    batch="inputs+references",
+    summary="DeepLIFT, rescale rule, times (input - baseline) (Shrikumar et al., 2017)",
+    options=[_BASELINE],
+    rules=[("deeplift_rescale", {"shared_reference": False})])

@@ -31,8 +31,9 @@ from graph_override.attribution import targets as target_lib
 from graph_override.attribution.method_table import RIEMANN_RULES
 from graph_override.errors import AttributionError
 
-__all__ = ["Attribution", "RIEMANN_RULES", "deeplift", "eps_lrp", "gradient_input",
-           "integrated_gradients", "modified_gradient", "riemann", "saliency", "smoothgrad"]
+__all__ = ["Attribution", "RIEMANN_RULES", "deeplift", "gradient_input",
+           "integrated_gradients", "modified_gradient", "result", "riemann", "saliency",
+           "smoothgrad"]
 
 @dataclasses.dataclass
 class Attribution:
@@ -40,7 +41,8 @@ class Attribution:
 
     Attributes:
       maps: the attribution maps, one per example (x's shape; Grad-CAM: the
-        layer's spatial shape, or x's with ``resize=True``).
+        layer's spatial shape, or x's with ``resize=True``); for a model of
+        several inputs, a list or dict of maps, one per input, as x was given.
       method: the method's name.
       targets: the class explained per example (int array), or None where
         the target was a callable or the output is one scalar per example.
@@ -59,7 +61,9 @@ class Attribution:
         return self.maps if dtype is None else self.maps.astype(dtype)
 
 
-def _result(context, maps, outputs, target, delta=None):
+def result(context, maps, outputs, target, delta=None):
+    """The `Attribution` of one call: `maps`, the model's `outputs` for x,
+    the class per example the (resolved) `target` explains, and `delta`."""
     return Attribution(maps=maps, method=context.spec.name,
                        targets=target_lib.explained(outputs, target), outputs=outputs,
                        delta=delta)
@@ -79,27 +83,21 @@ def saliency(context, x, target, *, abs=True):  # pylint: disable=redefined-buil
     """The gradient of the target; its absolute value with ``abs=True``."""
     target = context.resolve(target, x)
     outputs, _, grads = context.gradient(x, target)
-    return _result(context, np.abs(grads) if abs else grads, outputs, target)
+    return result(context, np.abs(grads) if abs else grads, outputs, target)
 
 
 def gradient_input(context, x, target):
     """Gradient times input."""
     target = context.resolve(target, x)
     outputs, _, grads = context.gradient(x, target)
-    return _result(context, grads * x, outputs, target)
+    return result(context, grads * x, outputs, target)
 
 
 def modified_gradient(context, x, target):
     """The gradient under the method's rules (guided backprop, deconvnet)."""
     target = context.resolve(target, x)
     outputs, _, grads = context.gradient(x, target)
-    return _result(context, grads, outputs, target)
-
-
-def eps_lrp(context, x, target, *, epsilon=1e-4):  # pylint: disable=unused-argument
-    """epsilon-LRP: the gradient under eps_lrp(epsilon) times the input (the
-    rule's epsilon is set by the engine from `epsilon`)."""
-    return gradient_input(context, x, target)
+    return result(context, grads, outputs, target)
 
 
 def riemann(rule, steps):
@@ -125,11 +123,7 @@ def _weighted_gradients(context, inputs, weights, target, internal_batch_size, s
     model's batch dimension is free, else one k per call."""
     n = context.x.shape[0]
     per_call = 1
-    if internal_batch_size is not None:
-        if (not isinstance(internal_batch_size, (int, np.integer))
-                or isinstance(internal_batch_size, bool) or internal_batch_size < 1):
-            raise AttributionError("internal_batch_size=%r: expected an int >= 1 (rows per "
-                                   "model call) or None" % (internal_batch_size,))
+    if internal_batch_size is not None:  # checked by the record's option
         shape = context.input_spec.shape
         if not shape.rank or shape[0] is None:
             per_call = max(1, internal_batch_size // n)
@@ -157,7 +151,7 @@ def integrated_gradients(context, x, target, *, baseline=None, steps=50,
         target, internal_batch_size)
     maps = ((x - baseline) * total).astype(x.dtype)
     delta = _completeness(context, maps, outputs, baseline, target)
-    return _result(context, maps, outputs, target, delta)
+    return result(context, maps, outputs, target, delta)
 
 
 def _per_example(a):
@@ -176,22 +170,24 @@ def smoothgrad(context, x, target, *, stdev_spread=0.15, samples=50, seed=None,
                magnitude=False, internal_batch_size=None):
     """SmoothGrad: the gradient averaged over `samples` noisy copies of x,
     the noise's standard deviation `stdev_spread` times each example's value
-    range (PAIR saliency's convention). `internal_batch_size`: rows per
-    model call (None: one sample per call); the noise is the same either way."""
-    if not isinstance(samples, (int, np.integer)) or isinstance(samples, bool) or samples < 1:
-        raise AttributionError("samples=%r: expected an int >= 1" % (samples,))
-    if not stdev_spread >= 0:
-        raise AttributionError("stdev_spread=%r: expected a number >= 0" % (stdev_spread,))
+    range (PAIR saliency's convention; with several inputs, each input's own
+    range). `internal_batch_size`: rows per model call (None: one sample per
+    call); the noise is the same either way.
+    The options are checked by the method's record (`method_table`)."""
     outputs, target = _fixed(context, x, target)
     flat = _per_example(x)
     sigma = (stdev_spread * (flat.max(axis=1) - flat.min(axis=1))).reshape(
         (-1,) + (1,) * (x.ndim - 1))
+    if getattr(context, "packed", None) is not None:  # each input's own value range
+        sigma = np.concatenate([np.repeat(stdev_spread * (
+            flat[:, a:b].max(axis=1, keepdims=True) - flat[:, a:b].min(axis=1, keepdims=True)),
+            b - a, axis=1) for a, b in context.packed.segments], axis=1)
     rng = np.random.default_rng(seed)
     noise = (rng.normal(size=x.shape) for _ in range(samples))  # drawn in order k
     total = _weighted_gradients(
         context, lambda k: (x + next(noise) * sigma).astype(x.dtype),
         np.full(samples, 1.0 / samples), target, internal_batch_size, square=magnitude)
-    return _result(context, total.astype(x.dtype), outputs, target)
+    return result(context, total.astype(x.dtype), outputs, target)
 
 
 def one_reference(baseline, x):
@@ -223,4 +219,4 @@ def deeplift(context, x, target, *, baseline=None):
     delta = _per_example(maps).sum(axis=1, dtype=np.float64) - (
         target_lib.values(outputs, concrete).astype(np.float64)
         - target_lib.values(reference_outputs, concrete))
-    return _result(context, maps, outputs, target, delta)
+    return result(context, maps, outputs, target, delta)

@@ -41,15 +41,23 @@ class ModelGraph:
       input, output: the tensor names ("node:index").
       source: how messages name the model (a path, "<GraphDef>",
         "<Session graph>", the callable's name).
+      inputs: a model of several inputs: their names, in order (`input` is
+        the first); () for one.
     """
 
     graph_def: tf.compat.v1.GraphDef
     input: str
     output: str
     source: str
+    inputs: tuple = ()
+
+    @property
+    def names(self):
+        """The input tensor names, in order."""
+        return self.inputs or (self.input,)
 
 
-def _one(value, what):
+def one(value, what):
     """One tensor or tensor name out of `value` (a name, a tensor, or a list
     or tuple holding one)."""
     if isinstance(value, (list, tuple)):
@@ -65,8 +73,8 @@ def _one(value, what):
     return value
 
 
-def _tensor_name(value, what):
-    value = _one(value, what)
+def tensor_name(value, what):
+    value = one(value, what)
     name = getattr(value, "name", value)
     if not isinstance(name, str) or not name:
         raise AttributionError("%s=%r: expected a tensor name such as 'x:0' or a tensor"
@@ -86,8 +94,8 @@ def from_graph_def(model, inputs, outputs):
         graph_def, source = model, "<GraphDef>"
     else:
         graph_def, source = load(model), os.fsdecode(model)
-    return ModelGraph(graph_def, _tensor_name(inputs, "inputs"),
-                      _tensor_name(outputs, "outputs"), source)
+    return ModelGraph(graph_def, tensor_name(inputs, "inputs"),
+                      tensor_name(outputs, "outputs"), source)
 
 
 def check_untrusted(graph, tensors, allow_ops=()):
@@ -139,9 +147,9 @@ def from_session(session, inputs, outputs):
     graph = session.graph
     tensors = []
     for value, what in ((inputs, "inputs"), (outputs, "outputs")):
-        value = _one(value, what)
+        value = one(value, what)
         try:
-            tensor = (graph.get_tensor_by_name(_tensor_name(value, what))
+            tensor = (graph.get_tensor_by_name(tensor_name(value, what))
                       if isinstance(value, str) else value)
         except (KeyError, ValueError) as e:
             raise AttributionError("%s=%r is not a tensor of the session's graph: %s"
@@ -193,13 +201,6 @@ def _check_keras_input(model, name, x):
     Keras model's input, before tracing: traced, an image without its batch
     axis would be a batch of rows, and Keras' own error says so in terms of
     its layers."""
-    inputs = _keras_inputs(model)
-    if inputs is not None and len(inputs) > 1:
-        raise AttributionError(
-            "model %s has %d inputs (%s); attribution explains one input tensor: pass "
-            "a function of the one to explain, e.g. lambda x: model([x, other]) with "
-            "the other inputs fixed" % (name, len(inputs), ", ".join(
-                getattr(t, "name", "?") for t in inputs)))
     shape = keras_input_shape(model)
     if shape is None or x is None:
         return
@@ -252,7 +253,7 @@ def from_callable(model, x):
     def call(t):
         return model(t, training=False) if keras else model(t)
 
-    concrete = _trace(call, name, x)
+    concrete = trace(call, name, x)
     outputs = concrete.structured_outputs
     if not isinstance(outputs, tf.Tensor):
         raise AttributionError(
@@ -264,7 +265,7 @@ def from_callable(model, x):
                       frozen.outputs[0].name, "model %s" % name)
 
 
-def _trace(call, name, x):
+def trace(call, name, x):
     """The concrete function of `call` for the spec of `x`, batch dimension None."""
     spec = x if isinstance(x, tf.TensorSpec) else tf.TensorSpec(
         [None] + list(x.shape[1:]), tf.as_dtype(x.dtype), name="input")
@@ -368,7 +369,7 @@ def _two_output_graph(model, inputs, layer_output, output, x, what, layer):
         raise AttributionError("%s: Keras cannot connect the output of layer %r to the "
                                "inputs of model %s (%s); pass a tensor name of the frozen "
                                "graph instead" % (what, layer.name, name, e)) from e
-    concrete = _trace(lambda t: both(t, training=False), name, x)
+    concrete = trace(lambda t: both(t, training=False), name, x)
     frozen = compat.freeze_concrete_function(concrete)
     graph_def = frozen.graph.as_graph_def()
     tensor = _before_identities(graph_def, frozen.outputs[0].name)

@@ -1,12 +1,14 @@
 """The options of `graph-override explain` (and `inspect --method`) that
 choose and set a method: the argument types, ``--map`` and ``--allow-op``,
-the methods' own flags (`METHOD_FLAGS`) and the check that each flag goes
-with the method given. Nothing here imports TensorFlow."""
+the methods' own flags (`METHOD_FLAGS`, read from the method records) and
+the check that each flag goes with the method given. Nothing here imports
+TensorFlow."""
 
 import argparse
 
-__all__ = ["METHOD_FLAGS", "add_allow_option", "add_map_option", "add_method_options",
-           "check_options", "parse_maps", "target", "positive"]
+__all__ = ["METHOD_FLAGS",  # noqa: F822  (read from the records at each use: __getattr__)
+           "add_allow_option", "add_map_option", "add_method_options", "check_options",
+           "method_flags", "parse_maps", "target"]
 
 
 def target(text):
@@ -20,83 +22,51 @@ def target(text):
     return values[0] if len(values) == 1 else values
 
 
-def positive(text, what="steps"):
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError("expected a positive number of %s, got %r"
-                                         % (what, text))
-    return int(text)
+def method_flags():
+    """((flag, the API's keyword (the attribute of args), the methods that
+    take it), ...), read from the method records (`Option.flag`), in the
+    records' order. `check_options` refuses a flag given with another
+    method; explain passes each one given to the method."""
+    from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
+    flags = {}
+    for spec in method_table.METHODS.values():
+        for option in spec.options:
+            if option.flag is not None:
+                entry = flags.setdefault(option.flag.name, (option.name, [], option))
+                if entry[0] != option.name:
+                    raise ValueError("%s is the flag of %s's %s and of %s's %s" % (
+                        option.flag.name, entry[1][0], entry[0], spec.name, option.name))
+                entry[1].append(spec.name)
+    return tuple((flag, key, tuple(methods)) for flag, (key, methods, _) in flags.items())
 
 
-def _samples(text):
-    return positive(text, "samples")
-
-
-def _seed(text):
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError("expected an integer seed >= 0, got %r" % text)
-    return int(text)
-
-
-def _number(text, positive):
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 if positive else value >= 0) or value == float("inf"):
-        raise argparse.ArgumentTypeError("expected a finite number %s 0, got %r" % (
-            ">" if positive else ">=", text))
-    return value
-
-
-def _epsilon(text):
-    return _number(text, positive=True)
-
-
-def _spread(text):
-    return _number(text, positive=False)
-
-
-# The methods' options on the command line: (flag, the API's keyword (the
-# attribute of args), the methods that take it). `check_options` refuses
-# a flag given with another method; explain passes each one given to the method.
-METHOD_FLAGS = (
-    ("--no-abs", "abs", ("saliency",)),
-    ("--rule", "rule", ("integrated_gradients",)),
-    ("--seed", "seed", ("smoothgrad",)),
-    ("--samples", "samples", ("smoothgrad",)),
-    ("--stdev-spread", "stdev_spread", ("smoothgrad",)),
-    ("--magnitude", "magnitude", ("smoothgrad",)),
-    ("--epsilon", "epsilon", ("eps_lrp",)),
-    ("--layer", "layer", ("grad_cam",)),
-    ("--resize", "resize", ("grad_cam",)),
-)
+def __getattr__(name):
+    # METHOD_FLAGS: read from the records at each use, so that a record
+    # defined after this import has its flags too
+    if name == "METHOD_FLAGS":
+        return method_flags()
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 
 def add_method_options(parser):
-    from graph_override.attribution.method_table import RIEMANN_RULES  # pylint: disable=import-outside-toplevel
-    parser.add_argument("--no-abs", dest="abs", action="store_const", const=False,
-                        help="saliency: the signed gradient (the API's abs=False); "
-                             "default its absolute value")
-    parser.add_argument("--rule", choices=RIEMANN_RULES, metavar="RULE",
-                        help="integrated_gradients: the Riemann rule, one of %s "
-                             "(default riemann_trapezoid)" % ", ".join(RIEMANN_RULES))
-    parser.add_argument("--seed", type=_seed, metavar="N",
-                        help="smoothgrad: the noise's random seed (default: new noise "
-                             "at every run)")
-    parser.add_argument("--samples", type=_samples, metavar="N",
-                        help="smoothgrad: noisy copies per example (default 50)")
-    parser.add_argument("--stdev-spread", type=_spread, metavar="S",
-                        help="smoothgrad: the noise's standard deviation as a fraction of "
-                             "each example's value range (default 0.15)")
-    parser.add_argument("--magnitude", action="store_const", const=True,
-                        help="smoothgrad: average the squared gradient")
-    parser.add_argument("--epsilon", type=_epsilon, metavar="EPS",
-                        help="eps_lrp: the stabilizer epsilon > 0 (default 1e-4)")
-    parser.add_argument("--layer", metavar="NAME:0",
-                        help="grad_cam: the layer's tensor in MODEL (default: the last "
-                             "4-D tensor before the output)")
-    parser.add_argument("--resize", action="store_const", const=True,
-                        help="grad_cam: resize the maps to the input's height and width")
+    """Adds each method option's flag (`method_flags`), its help the
+    option's documentation."""
+    from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
+    options = {}
+    for spec in method_table.METHODS.values():
+        for option in spec.options:
+            if option.flag is not None:
+                options.setdefault(option.flag.name, (option, []))[1].append(spec.name)
+    for name, (option, methods) in options.items():
+        flag = option.flag
+        text = "%s: %s" % (", ".join(methods), option.doc)
+        if flag.const is not None:
+            parser.add_argument(name, dest=option.name, action="store_const",
+                                const=flag.const, help=text)
+            continue
+        parser.add_argument(name, dest=option.name, type=flag.parse, choices=flag.choices,
+                            metavar=flag.metavar,
+                            help="%s (default %s)" % (text, option.default))
 
 
 def add_map_option(parser, help_text):
@@ -135,13 +105,12 @@ def parse_maps(maps):
 
 
 def check_options(args, spec):
-    """None, or why --baseline or --steps does not go with the method."""
+    """None, or why --baseline or a method's flag does not go with the method."""
     if args.baseline is not None and not spec.baseline:
-        return "--baseline: %s takes no baseline (integrated_gradients and deeplift do)" % (
-            spec.name)
-    if args.steps is not None and spec.name != "integrated_gradients":
-        return "--steps: only integrated_gradients takes steps, not %s" % spec.name
-    for flag, key, methods in METHOD_FLAGS:
+        from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
+        return "--baseline: %s takes no baseline (%s do)" % (spec.name, " and ".join(
+            s.name for s in method_table.METHODS.values() if s.baseline))
+    for flag, key, methods in method_flags():
         if getattr(args, key, None) is not None and spec.name not in methods:
             return "%s: only %s takes it, not %s" % (flag, " and ".join(methods), spec.name)
     return None

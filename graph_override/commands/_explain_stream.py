@@ -123,6 +123,8 @@ def open_source(args, explainer):
     """The `sources` source of --data: the .npy memory-mapped, a folder's
     images or TFRecords resized to the model's input."""
     from graph_override.attribution import sources  # pylint: disable=import-outside-toplevel
+    if isinstance(args.data_array, (list, tuple, dict)):  # several inputs: as they were read
+        return args.data_array
     kind = data_kind(args.data)
     if kind == "npy":
         return sources.NpySource(args.data)

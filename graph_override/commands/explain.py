@@ -4,15 +4,15 @@
 import functools
 import io
 import os
-import stat
 import sys
 
-from graph_override.commands._explain_options import (METHOD_FLAGS, add_allow_option,  # noqa: F401  (METHOD_FLAGS, parse_maps: explain's table and reader, used by inspect and the tests)
+from graph_override.commands._explain_options import (add_allow_option,  # noqa: F401  (parse_maps: explain's reader, used by inspect)
                                                        add_map_option, add_method_options,
-                                                       check_options, parse_maps, positive,
-                                                       target)
-from graph_override.commands import _explain_stream
-from graph_override.commands._explain_data import read_array
+                                                       check_options, method_flags,
+                                                       parse_maps, target)
+from graph_override.attribution import method_table as _method_table
+from graph_override.commands import _explain_checks, _explain_stream
+from graph_override.commands._explain_data import read_array, read_arrays, several_names
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen or saved model"
@@ -35,14 +35,9 @@ DESCRIPTION = (
     "first (saying so).\n"
     "\n"
     "Methods and their options (an option of another method is a usage error):\n"
-    "  saliency              --no-abs (the signed gradient, not its absolute value)\n"
-    "  gradient_input\n"
-    "  integrated_gradients  --baseline, --steps, --rule\n"
-    "  smoothgrad            --seed, --samples, --stdev-spread, --magnitude\n"
-    "  guided_backprop, deconvnet\n"
-    "  eps_lrp               --epsilon\n"
-    "  deeplift              --baseline\n"
-    "  grad_cam              --layer, --resize\n"
+    + "".join(("  %-21s %s" % (spec.name, ", ".join(
+        (["--baseline"] if spec.baseline else []) + [f.name for f in spec.flags]))).rstrip()
+        + "\n" for spec in _method_table.METHODS.values()) +
     "SmoothGrad draws new noise at every run unless --seed is given: two runs\n"
     "with the same --seed write the same maps. --target K explains class K of\n"
     "every example (K1,K2,... one per example); the default is each example's\n"
@@ -88,25 +83,26 @@ def configure(parser):
     parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt), "
                         "Keras model (.keras, .h5) or SavedModel folder")
     parser.add_argument("--inputs", metavar="NAME:0",
-                        help="the input tensor the data feeds (a GraphDef needs it)")
+                        help="the input tensor the data feeds (a GraphDef needs it); a model "
+                             "of several inputs: NAME:0,NAME:0,... (--data then gives an "
+                             "array per input, and OUT is a .npz of a map per input)")
     parser.add_argument("--outputs", metavar="NAME:0",
                         help="the output tensor to explain (logits, not probabilities; a "
                              "GraphDef needs it; a SavedModel's signature output key)")
     parser.add_argument("--method", required=True, metavar="NAME", help="the method")
     parser.add_argument("--data", required=True, metavar="FILE.npy|DIR|FILE.tfrecord",
                         help="the examples: a .npy array (first dimension the examples), "
-                             "a folder of images or a TFRecord file")
+                             "a folder of images or a TFRecord file; several inputs: "
+                             "FILE.npy,FILE.npy (in the order of --inputs) or FILE.npz")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="the .npy file to write the maps to, or the folder of shards "
-                             "(--shard-size)")
+                             "(--shard-size); several inputs: a .npz, a map per input")
     parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
     parser.add_argument("--baseline", metavar="zeros|FILE.npy",
                         help="integrated_gradients and deeplift: the reference input, "
                              "one per example or one for all (default zeros)")
-    parser.add_argument("--steps", type=positive, metavar="N",
-                        help="integrated_gradients: points of the path (default 50)")
     add_method_options(parser)
     parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
@@ -127,21 +123,6 @@ def _same(a, b):
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _check_model(path):
-    """None, or why MODEL cannot be read (its content is read with
-    TensorFlow's protobuf classes, later)."""
-    from graph_override._files.atomic import file_kind  # pylint: disable=import-outside-toplevel
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as e:
-        return "MODEL %s: cannot be read: %s; expected a frozen GraphDef file (.pb or " \
-               ".pbtxt)" % (path, e.strerror or e)
-    if stat.S_ISREG(mode) or os.path.isfile(os.path.join(path, "saved_model.pb")):
-        return None
-    return "MODEL %s: is %s, not a frozen GraphDef file (.pb or .pbtxt), a Keras model " \
-           "(.keras, .h5) or a SavedModel folder" % (path, file_kind(mode))
-
-
 def _check_outputs(args):
     """None, or why OUT / PNG cannot be written (before any work). First
     finishes what a killed run left (`_files.atomic_group.recover`): its OUT and
@@ -156,8 +137,8 @@ def _check_outputs(args):
             print("graph-override explain: %s" % note, file=sys.stderr)
     if outs and args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
-    reads = [args.model, args.data] + (
-        [args.baseline] if args.baseline not in (None, "zeros") else [])
+    reads = [args.model] + args.data.split(",") + (
+        args.baseline.split(",") if args.baseline not in (None, "zeros") else [])
     for flag, path in outs:
         for read in reads:
             if _same(path, read):
@@ -177,23 +158,6 @@ def _check_outputs(args):
     return None
 
 
-def _check_names(args):
-    """None, or why --inputs/--outputs are missing (a GraphDef names none)
-    or given for a Keras file (its model names them)."""
-    lower = args.model.lower()
-    if lower.endswith((".keras", ".h5", ".hdf5")):
-        if args.inputs or args.outputs:
-            return ("--inputs/--outputs: MODEL %s is a Keras model, whose input and output "
-                    "come from the model; leave them out" % args.model)
-        return None
-    if os.path.isdir(args.model) or (args.inputs and args.outputs):
-        return None
-    return ("MODEL %s: a frozen GraphDef needs --inputs and --outputs (the tensor names, "
-            "e.g. --inputs x:0 --outputs logits:0; `graph-override inspect %s` lists the "
-            "Placeholders); a Keras model (.keras, .h5) or SavedModel folder needs neither"
-            % (args.model, args.model))
-
-
 def check(args):
     """The usage errors found without TensorFlow, as a message, or None.
 
@@ -209,13 +173,16 @@ def check(args):
         spec = method_table.method_spec(args.method)
     except AttributionError as e:
         return "--method: %s" % e
-    message = (check_options(args, spec) or _check_model(args.model)
-               or _check_names(args) or _explain_stream.check(args) or _check_outputs(args))
+    message = (check_options(args, spec) or _explain_checks.check_model(args.model)
+               or _explain_checks.check_names(args) or _explain_stream.check(args) or _check_outputs(args))
     if message is None and args.png:
         from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
         message = _picture.matplotlib_missing()
     if message is not None:
         return message
+    names = several_names(args.inputs)
+    if names is not None:
+        return _check_several(args, names)
     try:
         args.data_array = (read_array(args.data, "--data")
                            if _explain_stream.data_kind(args.data) == "npy" else None)
@@ -228,9 +195,32 @@ def check(args):
     return None
 
 
+def _check_several(args, names):
+    """`check` for a model of several inputs: OUT a .npz, no --png, an
+    array per input in --data (and --baseline)."""
+    from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
+    if args.png:
+        return ("--png draws the maps of a model of one input; leave it out for the "
+                "inputs %s (the maps are in OUT, one array per input)" % ", ".join(names))
+    if not args.output.endswith(".npz"):
+        return ("-o %s: a model of several inputs (%s) gets a map per input: give a .npz "
+                "file, one array per input name" % (args.output, ", ".join(names)))
+    try:
+        args.data_array = read_arrays(args.data, names, "--data")
+        args.baseline_array = (None if args.baseline in (None, "zeros")
+                               else read_arrays(args.baseline, names, "--baseline"))
+    except AttributionError as e:
+        return str(e)
+    values = (args.data_array.values() if isinstance(args.data_array, dict)
+              else args.data_array)
+    if any(v.shape[0] == 0 for v in values):
+        return "--data %s holds no examples (a first dimension is 0)" % args.data
+    return None
+
+
 def _warn_coverage(args, graph, spec, user_ops):
     from graph_override.attribution import coverage  # pylint: disable=import-outside-toplevel
-    report = coverage.coverage_report(graph.graph_def, spec.name, inputs=[graph.input],
+    report = coverage.coverage_report(graph.graph_def, spec.name, inputs=list(graph.names),
                                       outputs=[graph.output], also_covered=user_ops,
                                       source=args.model, advice="cli")
     for u in report.uncovered:
@@ -300,8 +290,31 @@ def _write(args, maps, picture):
     return None
 
 
+def _saved(result, names):
+    """The bytes of OUT: the maps as .npy, or as .npz of a map per input
+    (named as the inputs, without ":0", or as the keys of --data's .npz)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution.several import plain_name  # pylint: disable=import-outside-toplevel
+    buffer = io.BytesIO()
+    if isinstance(result.maps, list):
+        np.savez(buffer, **{plain_name(n): m for n, m in zip(names, result.maps)})
+    elif isinstance(result.maps, dict):
+        np.savez(buffer, **{plain_name(k): m for k, m in result.maps.items()})
+    else:
+        np.save(buffer, result.maps, allow_pickle=False)
+    return buffer.getvalue()
+
+
 def _summary(args, spec, result):
     import numpy as np  # pylint: disable=import-outside-toplevel
+    if isinstance(result.maps, (list, dict)):
+        from graph_override.attribution.several import plain_name  # pylint: disable=import-outside-toplevel
+        shapes = ", ".join("%s %s" % (plain_name(k), m.shape) for k, m in (
+            result.maps.items() if isinstance(result.maps, dict) else
+            zip(several_names(args.inputs), result.maps)))
+        return "wrote %s: %s maps of %d example(s), one per input: %s%s" % (
+            args.output, spec.name, len(result.outputs), shapes, "" if result.delta is None
+            else "; completeness delta max |d| = %.3g" % float(np.max(np.abs(result.delta))))
     targets = ("" if result.targets is None else "; target(s) %s" % ", ".join(
         str(int(t)) for t in result.targets[:10]) + (" ..." if len(result.targets) > 10
                                                      else ""))
@@ -320,30 +333,26 @@ def _first_rows(args, explainer):
 
 
 def _run(args):
-    import numpy as np  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import method_table  # pylint: disable=import-outside-toplevel
     from graph_override.attribution.engine import Explainer  # pylint: disable=import-outside-toplevel
     spec = method_table.method_spec(args.method)
     options = {}
     if args.baseline_array is not None:
         options["baseline"] = args.baseline_array
-    if args.steps is not None:
-        options["steps"] = args.steps
-    options.update((key, getattr(args, key)) for _, key, _ in METHOD_FLAGS
+    options.update((key, getattr(args, key)) for _, key, _ in method_flags()
                    if getattr(args, key, None) is not None)
     user_rules, user_ops = parse_maps(args.maps)
-    explainer = Explainer(args.model, inputs=args.inputs, outputs=args.outputs,
+    explainer = Explainer(args.model, inputs=several_names(args.inputs) or args.inputs,
+                          outputs=args.outputs,
                           rules=user_rules, allow_ops=args.allow_ops)
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
     result = _attribute_warning(explainer, spec, args, options)
     if isinstance(result, int):  # a folder of shards, written
         return result
-    buffer = io.BytesIO()
-    np.save(buffer, result.maps, allow_pickle=False)
     picture = _picture_bytes(args, _first_rows(args, explainer), result, spec.name) \
         if args.png else None
-    message = _write(args, buffer.getvalue(), picture)
+    message = _write(args, _saved(result, several_names(args.inputs)), picture)
     if message is not None:
         return _usage(message)
     print(_summary(args, spec, result))
@@ -368,7 +377,7 @@ def run(args):
                                e, " or fewer --steps" if args.steps else ""))
     except tf.errors.OpError as e:
         return _cannot_run("%s: TensorFlow cannot run the model: %s; nothing was "
-                           "written" % (args.model, _op_error(e, args)))
+                           "written" % (args.model, _explain_checks.op_error(e, args)))
 
 
 def _cannot_run(message):
@@ -376,23 +385,3 @@ def _cannot_run(message):
     return EXIT_FINDING
 
 
-def _op_error(error, args):
-    """A TensorFlow error in one line: its class, its first line, the node."""
-    import re  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    text = str(getattr(error, "message", None) or error)
-    lines = [" ".join(re.sub(r"\{\{function_node [^}]*\}\}", "", line).split())
-             for line in text.splitlines()]
-    # TensorFlow's own lines around the cause: a header, where the node was
-    # defined, the node, a hint, the function.
-    first = next((line for line in lines if line and not re.match(
-        r"(Graph execution error:|Detected at node|File |\[\[|Hint:|\[Op:|<stack trace)",
-        line)),
-        lines[0] if lines else "")
-    node = re.search(r"\{\{node ([^}]+)\}\}", text)
-    hint = ""
-    if isinstance(error, tf.errors.ResourceExhaustedError):
-        hint = ": use a smaller --batch-size%s" % (" or fewer --steps" if args.steps else "")
-    return "%s: %s%s%s" % (type(error).__name__, first[:500],
-                           " (node %s)" % node.group(1) if node and node.group(1) not in first
-                           else "", hint)

@@ -240,8 +240,10 @@ def test_model_arguments_are_checked():
     graph_def = nets.dense_graph_def(nets.dense_params([3, 2], 0), None)
     with pytest.raises(AttributionError, match="inputs= is required"):
         attribution.Explainer(graph_def, outputs="logits")
-    with pytest.raises(AttributionError, match="explains one input tensor"):
-        attribution.Explainer(graph_def, inputs=["x", "y"], outputs="logits")
+    with pytest.raises(AttributionError, match="explains one output tensor"):
+        attribution.Explainer(graph_def, inputs="x", outputs=["logits", "logits"])
+    with pytest.raises(AttributionError, match=r"inputs=\['x', 'x:0'\] names a tensor twice"):
+        attribution.Explainer(graph_def, inputs=["x", "x:0"], outputs="logits")
     with pytest.raises(AttributionError, match="a TF2 callable or Keras model takes none"):
         attribution.Explainer(lambda t: t, inputs="x")
     with pytest.raises(AttributionError, match="neither a GraphDef"):
@@ -268,7 +270,6 @@ def test_rules_of_the_callers_own_come_before_the_methods():
 
 def test_each_one_call_function_takes_its_methods_options_and_passes_them_on(net):
     import inspect  # pylint: disable=import-outside-toplevel
-    from graph_override.attribution import engine  # pylint: disable=import-outside-toplevel
     options = {"saliency": {"abs": False}, "integrated_gradients": {"steps": 3},
                "smoothgrad": {"samples": 2, "seed": 0}, "eps_lrp": {"epsilon": 0.5},
                "deeplift": {"baseline": 0.25}}
@@ -278,9 +279,13 @@ def test_each_one_call_function_takes_its_methods_options_and_passes_them_on(net
                  if v.kind == v.KEYWORD_ONLY and p not in ("inputs", "outputs", "session",
                                                            "rules", "allow_ops", "batch_size",
                                                            "progress")]
-        own = [p for p in inspect.signature(engine._METHODS[name]).parameters  # pylint: disable=protected-access
+        spec = attribution.METHODS[name]
+        assert taken == [o.name for o in spec.options], name
+        assert [v.default for p, v in inspect.signature(function).parameters.items()
+                if p in taken] == [o.default for o in spec.options], name
+        own = [p for p in inspect.signature(spec.run).parameters
                if p not in ("context", "x", "target")]
-        assert taken == own, name
+        assert own == [o.name for o in spec.options if not o.rule], name
         if name == "grad_cam":
             continue  # no 4-D layer in this net (tested in test_methods_forms.py)
         expected = net.attribute(name, X, 1, **options.get(name, {}))
@@ -317,9 +322,8 @@ def test_deeplift_runs_one_reference_row_for_a_shared_baseline(activation, monke
     assert not methods.one_reference(signed, X)
 
 
-@pytest.mark.parametrize("method", ["saliency", "gradient_input", "integrated_gradients",
-                                    "smoothgrad", "guided_backprop", "deconvnet", "eps_lrp",
-                                    "deeplift"])
+@pytest.mark.parametrize("method", [m for m in attribution.METHODS
+                                    if m != "grad_cam"])  # Grad-CAM: of 4-D layers
 def test_a_batch_of_no_examples_gives_no_maps(method):
     """Zero examples: empty maps (and deltas), as a loop over no batches
     would give, not a reshape error."""
@@ -327,7 +331,7 @@ def test_a_batch_of_no_examples_gives_no_maps(method):
     result = attribution.attribute(lambda t: tf.nn.relu(tf.matmul(t, w)), method,
                                    np.zeros((0, 2), np.float32), target=0)
     assert result.maps.shape == (0, 2)
-    if method in ("integrated_gradients", "deeplift"):
+    if attribution.METHODS[method].baseline:
         assert result.delta.shape == (0,)
 
 

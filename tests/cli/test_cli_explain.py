@@ -253,7 +253,7 @@ def test_bad_data_is_a_usage_error(files, capsys, setup, extra, message):
     (["--method", "deeplfit"], "Did you mean 'deeplift'?"),
     (["--method", "guided_backprop", "--baseline", "zeros"], "guided_backprop takes no "
                                                              "baseline"),
-    (["--method", "deeplift", "--steps", "3"], "only integrated_gradients takes steps"),
+    (["--method", "deeplift", "--steps", "3"], "only integrated_gradients takes it, not deeplift"),
     (["--method", "saliency", "--map", "Relu=nosuch_module_q:f"], "cannot import module"),
 ])
 def test_bad_arguments_are_usage_errors(files, capsys, argv, message):

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from graph_override import attribution, cli, frozen
-from graph_override.commands import explain
+from graph_override.commands import _explain_options
 
 RNG = np.random.RandomState(3)
 W1 = RNG.randn(3, 3, 2, 4).astype(np.float32)
@@ -88,7 +88,7 @@ def test_every_flag_is_an_option_of_the_methods_it_names():
     """The table the CLI checks and passes options with names the keywords of
     the API's functions."""
     import inspect  # pylint: disable=import-outside-toplevel
-    for flag, key, methods in explain.METHOD_FLAGS:
+    for flag, key, methods in _explain_options.METHOD_FLAGS:
         for method in methods:
             assert key in inspect.signature(getattr(attribution, method)).parameters, (
                 flag, method)

@@ -104,7 +104,7 @@ USAGE_ERRORS = [
                                                method="guided_backprop"), [],
      ["--baseline: guided_backprop takes no baseline"]),
     ("--steps the method takes none", _argv("model.pb", "--steps", "3", method="deeplift"),
-     [], ["--steps: only integrated_gradients takes steps"]),
+     [], ["--steps: only integrated_gradients takes it, not deeplift"]),
     ("--steps 0", _argv("model.pb", "--steps", "0", method="integrated_gradients"), [],
      ["argument --steps: expected a positive number of steps, got '0'"]),
     ("--epsilon with saliency", _argv("model.pb", "--epsilon", "0.1"), [],

@@ -21,6 +21,10 @@ Keras flattens), {"type": "act", "fn": "relu" | "tanh" | "sigmoid" |
 nn.MaxPool2d, which Captum's DeepLift does not find in its table of rules
 (it looks up type(module) exactly): the pool then keeps its gradient, the
 convention of graph_override and DeepExplain.
+
+With spec["split"] = k (vector inputs), the network is a model of two
+inputs, x[:, :k] and x[:, k:], concatenated before its first layer; Captum
+explains the tuple of both, and RESULT holds its two maps concatenated again.
 """
 
 import json
@@ -83,6 +87,17 @@ def _layer(i, layer, arrays):
     raise ValueError(f"captum_maps: unknown layer type {kind!r} (layer {i})")
 
 
+class TwoInputs(nn.Module):
+    """The network of two inputs, concatenated before its first layer."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, a, b):
+        return self.model(torch.cat([a, b], dim=1))
+
+
 def build(spec, arrays):
     """The torch twin of the Keras network: same weights, float32."""
     model = nn.Sequential(*[_layer(i, layer, arrays) for i, layer in enumerate(spec["layers"])])
@@ -105,7 +120,8 @@ def attribute(model, method, x, baseline, target):
     "zero_baseline": true replaces the request's baseline by zeros."""
     name = method["method"]
     if method.get("zero_baseline"):
-        baseline = torch.zeros_like(x)
+        baseline = (tuple(torch.zeros_like(t) for t in x) if isinstance(x, tuple)
+                    else torch.zeros_like(x))
     if name == "saliency":
         return Saliency(model).attribute(x, target=target, abs=method.get("abs", False)), None
     if name == "input_x_gradient":
@@ -133,8 +149,15 @@ def run(request):
     target = torch.from_numpy(request["target"].astype(np.int64))
     with torch.no_grad():
         result = {"logits": model(x).numpy()}
+    if "split" in spec:  # two inputs: Captum explains the tuple
+        k = spec["split"]
+        model = TwoInputs(model).eval()
+        x, baseline = (x[:, :k], x[:, k:]), (baseline[:, :k], baseline[:, k:])
     for method in spec["methods"]:
         attribution, delta = attribute(model, method, x, baseline, target)
+        if isinstance(attribution, tuple):
+            assert len(attribution) == 2 and attribution[0].shape == x[0].shape
+            attribution = torch.cat(attribution, dim=1)
         result[method["key"]] = _to_tf(attribution)
         if delta is not None:
             result[method["key"] + ".delta"] = delta.detach().numpy()

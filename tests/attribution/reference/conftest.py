@@ -54,6 +54,14 @@ def captum(reference_env):
 
 
 @pytest.fixture(scope="session")
+def quantus(reference_env):
+    """quantus([request, ...]) -> Quantus's scores for each request
+    (quantus_scores.py, one subprocess in the torch venv)."""
+    return lambda requests: _run(reference_env["captum_python"], HERE / "quantus_scores.py",
+                                 requests)
+
+
+@pytest.fixture(scope="session")
 def pair_saliency(reference_env):
     """pair_saliency([request, ...]) -> PAIR's maps and the frozen graph for
     each request (pair_maps.py, one subprocess of this python, PAIR's package

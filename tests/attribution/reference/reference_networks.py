@@ -111,8 +111,10 @@ def inputs(layers, n=6):
     return x.reshape((n,) + _input_shape(layers)), labels[:n].astype(np.int64)
 
 
-def request(path, layers, arrays, x, baseline, target, methods):
-    """Writes the .npz that captum_maps.py reads; `methods` as it documents them."""
-    spec = json.dumps({"layers": layers, "methods": methods})
+def request(path, layers, arrays, x, baseline, target, methods, split=None):
+    """Writes the .npz that captum_maps.py reads; `methods` as it documents
+    them; `split`: a model of two inputs, x[:, :split] and x[:, split:]."""
+    spec = json.dumps(dict({"layers": layers, "methods": methods},
+                           **({} if split is None else {"split": split})))
     np.savez(path, spec=spec, x=x, baseline=baseline, target=target, **arrays)
     return path

@@ -84,13 +84,13 @@ def _baseline(x):
 class Case:
     """One network: its weights, inputs, Keras explainer and Captum's maps."""
 
-    def __init__(self, layers, folder, name, methods, half_baseline=False):
+    def __init__(self, layers, folder, name, methods, half_baseline=False, split=None):
         self.layers = layers
         self.arrays = nets.weights(layers, biases=not half_baseline)
         self.x, self.target = nets.inputs(layers)
         self.baseline = self.x / 2 if half_baseline else _baseline(self.x)
         self.request = nets.request(folder / f"{name}.npz", layers, self.arrays, self.x,
-                                    self.baseline, self.target, methods)
+                                    self.baseline, self.target, methods, split)
         self.captum = None
         self._explainer = None
 
@@ -117,6 +117,8 @@ def cases(captum, tmp_path_factory):
                   for name, layers in HIDDEN_POOL.items()})
     built[SAME_ARGMAX] = Case(RELU_NETS["cnn_pool_relu"], folder, SAME_ARGMAX, DEEPLIFT[:1],
                               half_baseline=True)
+    built[TWO_INPUTS] = Case(RELU_NETS["mlp_relu"], folder, TWO_INPUTS,
+                             RULE_FREE + IG + DEEPLIFT + RELU_RULES, split=SPLIT)
     for case, result in zip(built.values(), captum([c.request for c in built.values()])):
         case.captum = result
     return built
@@ -131,6 +133,37 @@ def assert_maps_equal(ours, theirs, what, atol=ATOL):
 
 
 ALL_NETS = list(RELU_NETS) + list(SMOOTH_NETS)
+
+# mlp_relu as a model of two inputs, the first 40 features and the other 24,
+# concatenated before its first layer: Captum explains the tuple of both.
+TWO_INPUTS, SPLIT = "mlp_relu_two_inputs", 40
+
+
+@pytest.mark.parametrize("method, key, options", [
+    ("saliency", "saliency", {"abs": False}), ("gradient_input", "gradient_input", {}),
+    ("integrated_gradients", "riemann_middle", {"steps": STEPS, "rule": "riemann_middle"}),
+    ("deeplift", "deeplift", {}), ("deeplift", "deeplift_zero", {"baseline": None}),
+    ("guided_backprop", "guided_backprop", {}), ("deconvnet", "deconvnet", {})])
+def test_two_inputs_equal_captum(cases, method, key, options):
+    """A Keras model of two inputs (a list, a baseline per input) against
+    Captum's attribution of the tuple of both inputs: the same maps per
+    input, and the same completeness summed over both."""
+    case = cases[TWO_INPUTS]
+    keras = nets.tf.keras
+    a, b = keras.Input((SPLIT,)), keras.Input((case.x.shape[1] - SPLIT,))
+    inner = nets.keras_model(case.layers, case.arrays)
+    model = keras.Model([a, b], inner(keras.layers.Concatenate()([a, b])))
+    if method in ("integrated_gradients", "deeplift") and "baseline" not in options:
+        options = dict(options, baseline=[case.baseline[:, :SPLIT], case.baseline[:, SPLIT:]])
+    result = attribution.attribute(model, method, [case.x[:, :SPLIT], case.x[:, SPLIT:]],
+                                   case.target, **options)
+    assert [m.shape[1] for m in result.maps] == [SPLIT, case.x.shape[1] - SPLIT]
+    theirs = case.captum[key]
+    for ours, part in zip(result.maps, (theirs[:, :SPLIT], theirs[:, SPLIT:])):
+        assert np.abs(part).max() > 0
+        assert_maps_equal(ours, part, f"two inputs: {method} vs Captum's {key}")
+    if key + ".delta" in case.captum:
+        np.testing.assert_allclose(result.delta, case.captum[key + ".delta"], atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ALL_NETS)
