@@ -446,7 +446,8 @@ def test_quick_scale_section_measures_throughput_and_peak_memory_per_n(quick_rep
     cfg = load_tool("bench").QUICK["scale"]
     for n in cfg["ns"]:
         assert re.search(r"\| %d \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| \*\*[0-9.]+\*\* \| "
-                         r"[0-9]+ \| [0-9]+ \|" % n, section), section
+                         r"[0-9.]+ \| [0-9.]+ \| \*\*[0-9.]+\*\* \| [0-9]+ \| [0-9]+ \|" % n,
+                         section), section
     assert re.search(r"Peak RSS from %d to %d images: x[0-9.]+ \(goal <= 1\.10: " % (
         min(cfg["ns"]), max(cfg["ns"])), section)
     data = json.loads(text.split("<!-- bench-data ")[1].split(" -->")[0])
