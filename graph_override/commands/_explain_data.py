@@ -17,7 +17,9 @@ __all__ = ["read_array", "read_arrays", "several_names"]
 
 def several_names(inputs):
     """The tensor names of ``--inputs`` (a comma-separated list), or None
-    for one name."""
+    for one name or none (a saved Keras model's, read from it)."""
+    if inputs is None:
+        return None
     names = [n.strip() for n in inputs.split(",")]
     return names if len(names) > 1 else None
 
