@@ -30,7 +30,7 @@ __all__ = ["COMMANDS", "EXIT_FINDING", "EXIT_OK", "EXIT_USAGE",
 
 # The order in which `--help` lists the commands; a command module not named
 # here is listed after these, alphabetically.
-_ORDER = ("inspect", "patch", "convert", "explain", "evaluate", "migrate", "demo")
+_ORDER = ("inspect", "patch", "convert", "freeze", "explain", "evaluate", "migrate", "demo")
 # Commands that run without TensorFlow. Any other command, including one
 # added later, gets TensorFlow imported before it runs.
 WITHOUT_TENSORFLOW = frozenset({"migrate"})

@@ -11,7 +11,7 @@ from bench_common import load_script
 ANALYSIS_MARKER = "<!-- analysis: written by hand, kept by tools/bench.py -->"
 DATA_MARKER = "<!-- bench-data "
 SECTIONS = ("training", "construction", "frozen", "migrate", "cli", "keras", "attribution",
-            "lrp", "fast")
+            "lrp", "fast", "scale")
 
 
 def _fmt(value, spec="%.2f"):
@@ -325,6 +325,13 @@ def render(report, quick, plot_name, no_figure=None):
         w(_not_measured("fast"))
     else:
         w(load_script("bench_fast").render(report["fast"]))
+    w()
+    w("## 10. Explaining a data set")
+    w()
+    if not report.get("scale"):
+        w(_not_measured("scale"))
+    else:
+        w(load_script("bench_scale").render(report["scale"]))
     w()
     w(embed_data(report).rstrip("\n"))
     w()

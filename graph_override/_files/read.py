@@ -88,7 +88,7 @@ def graphdef_path_problem(path):
     path = os.fspath(path)
     if os.path.isdir(path):
         hint = (" It holds saved_model.pb: it is a SavedModel directory; freeze "
-                "it first (see convert_variables_to_constants_v2)."
+                "it first (graph-override freeze DIR -o model.pb)."
                 if os.path.exists(os.path.join(path, "saved_model.pb")) else "")
         return "%s: is a directory; expected %s.%s" % (path, GRAPHDEF_FILE, hint)
     try:

@@ -21,6 +21,13 @@ Example:
   >>> explainer.attribute("saliency", x, target=[1], abs=False).maps
   array([[-1.,  0.]], dtype=float32)
 
+Every method takes ``batch_size`` (examples per model call: memory bounded
+by it whatever the number of examples; `batching`) and ``progress``;
+`explain_to_folder` writes the maps of a data set (an array, a memory-mapped
+``.npy``, an `ImageFolder`, `TFRecords`, a ``tf.data.Dataset``) in shards
+with a manifest, and resumes a killed run (`shards`). A model may also be a
+``.keras``/``.h5`` file or a SavedModel folder (`saved_models`).
+
 Each call warns (`AttributionWarning`) where the maps are not what the
 method defines (op types its rules do not cover: `CoverageWarning`, with the
 completeness gap where the method has one) or vanish (`VanishingMapsWarning`):
@@ -43,6 +50,10 @@ _NAMES = dict(
     + [(n, "graph_override.attribution.coverage") for n in ("CoverageReport",
                                                               "coverage_report")]
     + [(n, "graph_override.attribution.methods") for n in ("Attribution",)]
+    + [(n, "graph_override.attribution.shards") for n in (
+        "explain_to_folder", "read_manifest", "read_maps")]
+    + [(n, "graph_override.attribution.sources") for n in (
+        "ImageFolder", "NpySource", "TFRecords")]
     + [(n, "graph_override.attribution.checks") for n in (
         "AttributionWarning", "CoverageWarning", "VanishingMapsWarning")]
     # one function per method record (`functions.one_call`)

@@ -21,8 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
-from graph_override.attribution import checks, compiled, coverage, methods, models, several
-from graph_override.attribution import several_models, targets
+from graph_override.attribution import batching, checks, compiled, coverage, methods, models
+from graph_override.attribution import saved_models, several, several_models, targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.frozen.patching.patch_rules import as_rules
@@ -95,8 +95,9 @@ class Explainer:
             self._fixed = (several_models if several_models.is_several_names(inputs)
                            else models).from_session(session, inputs, outputs)
         elif models.is_graph_model(model):
-            self._fixed = (several_models if several_models.is_several_names(inputs)
-                           else models).from_graph_def(model, inputs, outputs)
+            self._fixed = (several_models.from_graph_def(model, inputs, outputs)
+                           if several_models.is_several_names(inputs) else
+                           saved_models.model_graph(model, inputs, outputs, self.allow_ops))
             self._untrusted = True
             self.check_runs([self._fixed.output])
         else:
@@ -178,21 +179,26 @@ class Explainer:
                 UserWarning, stacklevel=5)
         return function
 
-    def attribute(self, method, x, target=None, **options):
-        """The attribution maps of `method` for the batch `x`.
+    def attribute(self, method, x, target=None, *, batch_size=None, progress=False,
+                  **options):
+        """The attribution maps of `method` for the examples `x`, computed
+        `batch_size` examples at a time (`graph_override.attribution.batching`).
 
         Args:
           method: a name of `graph_override.attribution.METHODS` (saliency,
             gradient_input, integrated_gradients, smoothgrad, guided_backprop,
             deconvnet, eps_lrp, deeplift, grad_cam).
-          x: the inputs, first dimension the examples (ndarray or tensor,
-            float); for a model of several inputs, a list of them (the
-            model's order) or a dict keyed by input names, and the maps
-            (a baseline too) in the same structure (`several`).
+          x: the inputs, first dimension the examples (float ndarray, memmap,
+            tensor), a ``tf.data.Dataset`` or an `attribution.sources` source;
+            for a model of several inputs, a list of them (the model's order)
+            or a dict keyed by input names, and the maps (a baseline too) in
+            the same structure (`several`; one batch).
           target: what to explain per example: None (the argmax of the
             output), an int class for all, an int array with one class per
             example, or a callable of the output tensor returning one scalar
             per example.
+          batch_size: examples per model call (None: from the input size);
+            progress: a progress bar on stderr (tqdm).
           **options: the method's options (see `graph_override.attribution`:
             abs, baseline, steps, rule, stdev_spread, samples, seed,
             magnitude, internal_batch_size, epsilon, layer, resize).
@@ -206,6 +212,10 @@ class Explainer:
           AttributionError: an unknown method or option, x of the wrong shape
             or dtype, a target or baseline that does not fit.
         """
+        return batching.attribute(self, method, x, target, batch_size, progress, options)
+
+    def run_batch(self, method, x, target, options):
+        """`method` on the one batch `x` (an array), in one call per step."""
         with compat.eager_scope():  # not the caller's graph: the maps are computed eagerly
             return self._attribute(method, x, target, options)
 

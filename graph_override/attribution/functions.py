@@ -9,8 +9,11 @@ caller's own, applied before the method's, and `allow_ops` the op types a
 GraphDef may run although they read or write files or reach elsewhere
 (see `Explainer`). `target` is None (the argmax per
 example), an int class for all, an int array per example, or a callable of
-the output tensor. The keywords after those are the method's options, with
-the record's defaults. Each returns an `Attribution` (``.maps``,
+the output tensor. `batch_size` examples go through the model per call
+(None: chosen from the model's input size; see
+`graph_override.attribution.batching`); ``progress=True`` draws a progress
+bar on stderr. The keywords after those are the method's options, with the
+record's defaults. Each returns an `Attribution` (``.maps``,
 ``.targets``, ``.outputs``, ``.delta``). See
 `graph_override.attribution.methods` for the formulas and conventions.
 
@@ -21,7 +24,7 @@ Example:
   >>> attribution.saliency(f, np.ones((1, 2), "float32")).maps
   array([[2., 3.]], dtype=float32)
   >>> import inspect
-  >>> str(inspect.signature(attribution.eps_lrp)).split("allow_ops=(), ")[1]
+  >>> str(inspect.signature(attribution.eps_lrp)).split("progress=False, ")[1]
   'epsilon=0.0001)'
 """
 
@@ -36,7 +39,8 @@ _MODEL_KEYWORDS = ("inputs", "outputs", "session", "rules", "allow_ops", "mode")
 def one_call(method):
     """The one-call function of `method` (a name or its record): its
     signature ``(model, x, target=None, *, inputs=None, outputs=None,
-    session=None, rules=(), allow_ops=(), <options with defaults>)`` and its
+    session=None, rules=(), allow_ops=(), batch_size=None, progress=False,
+    <options with defaults>)`` and its
     docstring are the record's."""
     spec = method_table.method_spec(method)
 
@@ -54,6 +58,8 @@ def one_call(method):
          inspect.Parameter("target", positional, default=None)]
         + [inspect.Parameter(k, keyword, default=() if k in ("rules", "allow_ops") else None)
            for k in _MODEL_KEYWORDS]
+        + [inspect.Parameter("batch_size", keyword, default=None),
+           inspect.Parameter("progress", keyword, default=False)]
         + [inspect.Parameter(o.name, keyword, default=o.default) for o in spec.options])
     call.__name__ = call.__qualname__ = spec.name
     call.__module__ = __name__

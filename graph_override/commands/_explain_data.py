@@ -36,7 +36,9 @@ def read_baseline(text, read):
 
 def several_names(inputs):
     """The tensor names of ``--inputs`` (a comma-separated list), or None
-    for one name."""
+    for one name or none (a saved Keras model's, read from it)."""
+    if inputs is None:
+        return None
     names = [n.strip() for n in inputs.split(",")]
     return names if len(names) > 1 else None
 
@@ -132,7 +134,8 @@ def _short_of_claim(path):
 
 
 def read_array(path, what):
-    """The array in the .npy file `path`; AttributionError for anything else."""
+    """The array in the .npy file `path`, memory-mapped (its rows are read
+    when they are used); AttributionError for anything else."""
     import numpy as np  # pylint: disable=import-outside-toplevel
     from graph_override._files.atomic import file_kind  # pylint: disable=import-outside-toplevel
     from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
@@ -141,7 +144,7 @@ def read_array(path, what):
             raise AttributionError("%s %s: is %s, not a .npy file" % (
                 what, path, file_kind(os.stat(path).st_mode)))
         short = _short_of_claim(path)
-        array = None if short else np.load(path, allow_pickle=False)
+        array = None if short else np.load(path, mmap_mode="r", allow_pickle=False)
     except MemoryError as e:
         raise AttributionError("%s %s: too large to load into memory (%s); use fewer "
                                "examples per run" % (what, path, e)) from None

@@ -137,9 +137,10 @@ def _settings(args, names):
 
 def _check_files(args):
     from graph_override._files.atomic import refuse_special  # pylint: disable=import-outside-toplevel
-    from graph_override.commands.explain import _check_model, _same  # pylint: disable=import-outside-toplevel
+    from graph_override.commands._explain_checks import check_model  # pylint: disable=import-outside-toplevel
+    from graph_override.commands.explain import _same  # pylint: disable=import-outside-toplevel
     from graph_override.errors import SpecialFileError  # pylint: disable=import-outside-toplevel
-    message = _check_model(args.model)
+    message = check_model(args.model)
     if message is not None:
         return message
     outs = [("-o", args.output)] + ([("--plot", args.plot)] if args.plot else [])

@@ -4,7 +4,6 @@
 import functools
 import io
 import os
-import stat
 import sys
 
 from graph_override.commands._explain_options import (add_allow_option,  # noqa: F401  (parse_maps: explain's reader, used by inspect)
@@ -12,19 +11,25 @@ from graph_override.commands._explain_options import (add_allow_option,  # noqa:
                                                        check_options, method_flags,
                                                        parse_maps, target)
 from graph_override.attribution import method_table as _method_table
+from graph_override.commands import _explain_checks, _explain_stream
 from graph_override.commands._explain_data import (baseline_number, read_array, read_arrays,
                                                    read_baseline, several_names)
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
-HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen GraphDef"
+HELP = "attribution maps (guided backprop, DeepLIFT, IG, ...) of a frozen or saved model"
 DESCRIPTION = (
-    "Runs an attribution method of graph_override.attribution on the frozen\n"
-    "GraphDef MODEL for the examples in --data (a .npy array, first dimension the\n"
-    "examples, the input's dtype) and writes the maps, one per example, of the\n"
-    "data's shape (Grad-CAM: the layer's), to OUT (.npy), atomically: OUT is the\n"
+    "Runs an attribution method of graph_override.attribution on MODEL (a frozen\n"
+    "GraphDef .pb/.pbtxt with --inputs and --outputs; a Keras .keras or .h5 file or\n"
+    "a SavedModel folder, frozen inside, its input and output read from it) for\n"
+    "the examples in --data (a .npy array, first dimension the examples, read a\n"
+    "batch at a time; a folder of PNG/JPEG images; a TFRecord file with --feature)\n"
+    "in batches of --batch-size, with a progress bar on a terminal, and writes the\n"
+    "maps, one per example, of the data's shape (Grad-CAM: the layer's), to OUT\n"
+    "(.npy), or with --shard-size to the folder OUT in shards with a manifest,\n"
+    "resumable with --resume after a crash. A .npy OUT is written atomically: OUT is the\n"
     "complete array or not there; an existing OUT is replaced only with --force,\n"
     "and MODEL, --data and --baseline never. --png draws each input beside its map\n"
-    "(a row per example, the first 16; needs matplotlib). The picture is drawn\n"
+    "(a row per example, the first 16, said when there are more; needs matplotlib). The picture is drawn\n"
     "before anything is written, and OUT and PNG are written both or neither: if\n"
     "one fails, the other is as it was before the run; if the run is killed while\n"
     "renaming them into place, the next run with the same OUT finishes the pair\n"
@@ -71,25 +76,29 @@ EPILOG = """examples:
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method smoothgrad --data x.npy --seed 0 --samples 25 -o sg.npy
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method grad_cam --data x.npy --layer conv2/Relu:0 --resize -o cam.npy
   graph-override explain model.pb --inputs x:0 --outputs logits:0 --method occlusion --data x.npy --patch 3 --stride 2 --baseline 0.5 -o occ.npy
+  graph-override explain model.keras --method saliency --data images/ --batch-size 32 --shard-size 1024 -o maps/
+  graph-override explain model.keras --method saliency --data images/ --batch-size 32 --shard-size 1024 -o maps/ --resume
   graph-override inspect model.pb --method deeplift --inputs x:0 --outputs logits:0   # coverage only"""
 
 
 def configure(parser):
-    parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt)")
-    parser.add_argument("--inputs", required=True, metavar="NAME:0",
-                        help="the input tensor the data feeds; a model of several inputs: "
-                             "NAME:0,NAME:0,... (--data then gives an array per input, "
-                             "and OUT is a .npz of a map per input)")
-    parser.add_argument("--outputs", required=True, metavar="NAME:0",
-                        help="the output tensor to explain (logits, not probabilities)")
+    parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt), "
+                        "Keras model (.keras, .h5) or SavedModel folder")
+    parser.add_argument("--inputs", metavar="NAME:0",
+                        help="the input tensor the data feeds (a GraphDef needs it); a model "
+                             "of several inputs: NAME:0,NAME:0,... (--data then gives an "
+                             "array per input, and OUT is a .npz of a map per input)")
+    parser.add_argument("--outputs", metavar="NAME:0",
+                        help="the output tensor to explain (logits, not probabilities; a "
+                             "GraphDef needs it; a SavedModel's signature output key)")
     parser.add_argument("--method", required=True, metavar="NAME", help="the method")
-    parser.add_argument("--data", required=True, metavar="FILE.npy",
-                        help="the examples, first dimension the examples; several "
-                             "inputs: FILE.npy,FILE.npy (in the order of --inputs) or "
-                             "FILE.npz (an array per input name)")
+    parser.add_argument("--data", required=True, metavar="FILE.npy|DIR|FILE.tfrecord",
+                        help="the examples: a .npy array (first dimension the examples), "
+                             "a folder of images or a TFRecord file; several inputs: "
+                             "FILE.npy,FILE.npy (in the order of --inputs) or FILE.npz")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
-                        help="the .npy file to write the maps to (several inputs: a "
-                             ".npz, a map per input name)")
+                        help="the .npy file to write the maps to, or the folder of shards "
+                             "(--shard-size); several inputs: a .npz, a map per input")
     parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
@@ -105,6 +114,7 @@ def configure(parser):
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
                            "repeat for more")
     add_allow_option(parser)
+    _explain_stream.add_options(parser)
     parser.add_argument("--force", action="store_true",
                         help="replace OUT and PNG if they exist")
 
@@ -119,23 +129,6 @@ def _same(a, b):
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def _check_model(path):
-    """None, or why MODEL cannot be read (its content is read with
-    TensorFlow's protobuf classes, later)."""
-    from graph_override._files.atomic import file_kind  # pylint: disable=import-outside-toplevel
-    try:
-        mode = os.stat(path).st_mode
-    except OSError as e:
-        return "MODEL %s: cannot be read: %s; expected a frozen GraphDef file (.pb or " \
-               ".pbtxt)" % (path, e.strerror or e)
-    if stat.S_ISREG(mode):
-        return None
-    saved_model = stat.S_ISDIR(mode) and os.path.exists(os.path.join(path, "saved_model.pb"))
-    return "MODEL %s: is %s, not a frozen GraphDef file (.pb or .pbtxt)%s" % (
-        path, "a SavedModel directory" if saved_model else file_kind(mode),
-        "; freeze it first (convert_variables_to_constants_v2)" if saved_model else "")
-
-
 def _check_outputs(args):
     """None, or why OUT / PNG cannot be written (before any work). First
     finishes what a killed run left (`_files.atomic_group.recover`): its OUT and
@@ -143,11 +136,12 @@ def _check_outputs(args):
     from graph_override._files.atomic import refuse_special  # pylint: disable=import-outside-toplevel
     from graph_override._files.atomic_group import recover  # pylint: disable=import-outside-toplevel
     from graph_override.errors import SpecialFileError  # pylint: disable=import-outside-toplevel
-    outs = [("-o", args.output)] + ([("--png", args.png)] if args.png else [])
+    outs = ([] if _explain_stream.folder_mode(args) else [("-o", args.output)]) + (
+        [("--png", args.png)] if args.png else [])
     if all(os.path.isdir(os.path.dirname(os.path.abspath(p))) for _, p in outs):
         for note in recover([p for _, p in outs]):
             print("graph-override explain: %s" % note, file=sys.stderr)
-    if args.png and _same(args.output, args.png):
+    if outs and args.png and _same(args.output, args.png):
         return "-o and --png name the same file %s" % args.output
     reads = [args.model] + args.data.split(",") + (
         args.baseline.split(",") if args.baseline not in (None, "zeros")
@@ -186,8 +180,8 @@ def check(args):
         spec = method_table.method_spec(args.method)
     except AttributionError as e:
         return "--method: %s" % e
-    message = (check_options(args, spec) or _check_model(args.model)
-               or _check_outputs(args))
+    message = (check_options(args, spec) or _explain_checks.check_model(args.model)
+               or _explain_checks.check_names(args) or _explain_stream.check(args) or _check_outputs(args))
     if message is None and args.png:
         from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
         message = _picture.matplotlib_missing()
@@ -197,8 +191,9 @@ def check(args):
     if names is not None:
         return _check_several(args, names)
     try:
-        args.data_array = read_array(args.data, "--data")
-        if args.data_array.shape[0] == 0:
+        args.data_array = (read_array(args.data, "--data")
+                           if _explain_stream.data_kind(args.data) == "npy" else None)
+        if args.data_array is not None and args.data_array.shape[0] == 0:
             return "--data %s holds no examples (its first dimension is 0)" % args.data
         args.baseline_array = read_baseline(args.baseline, read_array)
     except AttributionError as e:
@@ -241,13 +236,20 @@ def _warn_coverage(args, graph, spec, user_ops):
 
 
 def _attribute_warning(explainer, spec, args, options):
-    """The method's result; the API's warnings about it printed as this
-    command's (the coverage warning, printed before the run, once)."""
+    """The method's result (or `run_folder`'s exit status); the API's warnings
+    about it printed as this command's (the coverage warning, printed before
+    the run, once)."""
     import warnings  # pylint: disable=import-outside-toplevel
     from graph_override.attribution import checks  # pylint: disable=import-outside-toplevel
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", checks.AttributionWarning)
-        result = explainer.attribute(spec.name, args.data_array, args.target, **options)
+        if _explain_stream.folder_mode(args):
+            result = _explain_stream.run_folder(args, explainer, spec, options, lambda x, r: (
+                _picture_bytes(args, x, r, spec.name)))
+        else:
+            result = explainer.attribute(
+                spec.name, _explain_stream.open_source(args, explainer), args.target,
+                batch_size=args.batch_size, progress=_explain_stream.progress(args), **options)
     for w in caught:
         if issubclass(w.category, checks.VanishingMapsWarning):
             print("graph-override explain: warning: %s" % w.message, file=sys.stderr)
@@ -326,7 +328,14 @@ def _summary(args, spec, result):
              % float(np.max(np.abs(result.delta))))
     return "wrote %s: %s maps of %d example(s), shape %s %s%s%s%s" % (
         args.output, spec.name, len(result.maps), result.maps.shape, result.maps.dtype,
-        targets, delta, "; picture %s" % args.png if args.png else "")
+        targets, delta, "; picture %s%s" % (args.png, _explain_stream.picture_rows(
+            len(result.maps), args.png)) if args.png else "")
+
+
+def _first_rows(args, explainer):
+    """The examples the picture draws: the first MAX_ROWS of --data."""
+    from graph_override.commands._picture import MAX_ROWS  # pylint: disable=import-outside-toplevel
+    return next(_explain_stream.open_source(args, explainer).batches(MAX_ROWS, 0, MAX_ROWS))[1]
 
 
 def _run(args):
@@ -345,7 +354,10 @@ def _run(args):
     graph = explainer.model_graph(args.data_array)
     _warn_coverage(args, graph, spec, user_ops)
     result = _attribute_warning(explainer, spec, args, options)
-    picture = _picture_bytes(args, args.data_array, result, spec.name) if args.png else None
+    if isinstance(result, int):  # a folder of shards, written
+        return result
+    picture = _picture_bytes(args, _first_rows(args, explainer), result, spec.name) \
+        if args.png else None
     message = _write(args, _saved(result, several_names(args.inputs)), picture)
     if message is not None:
         return _usage(message)
@@ -366,12 +378,12 @@ def run(args):
     except (AttributionError, RuleError, UnknownOpTypeError) as e:
         return _usage(str(e))
     except MemoryError as e:  # numpy's, for what the run would hold at once
-        return _cannot_run("out of memory computing the maps (%s): use fewer examples "
-                           "in --data%s; nothing was written" % (
+        return _cannot_run("out of memory computing the maps (%s): use a smaller "
+                           "--batch-size%s; nothing was written" % (
                                e, " or fewer --steps" if args.steps else ""))
     except tf.errors.OpError as e:
         return _cannot_run("%s: TensorFlow cannot run the model: %s; nothing was "
-                           "written" % (args.model, _op_error(e, args)))
+                           "written" % (args.model, _explain_checks.op_error(e, args)))
 
 
 def _cannot_run(message):
@@ -379,23 +391,3 @@ def _cannot_run(message):
     return EXIT_FINDING
 
 
-def _op_error(error, args):
-    """A TensorFlow error in one line: its class, its first line, the node."""
-    import re  # pylint: disable=import-outside-toplevel
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    text = str(getattr(error, "message", None) or error)
-    lines = [" ".join(re.sub(r"\{\{function_node [^}]*\}\}", "", line).split())
-             for line in text.splitlines()]
-    # TensorFlow's own lines around the cause: a header, where the node was
-    # defined, the node, a hint, the function.
-    first = next((line for line in lines if line and not re.match(
-        r"(Graph execution error:|Detected at node|File |\[\[|Hint:|\[Op:|<stack trace)",
-        line)),
-        lines[0] if lines else "")
-    node = re.search(r"\{\{node ([^}]+)\}\}", text)
-    hint = ""
-    if isinstance(error, tf.errors.ResourceExhaustedError):
-        hint = ": use fewer examples in --data%s" % (" or fewer --steps" if args.steps else "")
-    return "%s: %s%s%s" % (type(error).__name__, first[:500],
-                           " (node %s)" % node.group(1) if node and node.group(1) not in first
-                           else "", hint)

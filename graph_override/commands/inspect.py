@@ -4,6 +4,7 @@ import argparse
 import functools
 import hashlib
 import json
+import os
 
 from graph_override.commands import explain
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
@@ -60,7 +61,8 @@ then repair what it found:
 
 
 def configure(parser):
-    parser.add_argument("model", metavar="MODEL", help="GraphDef file (.pb or .pbtxt)")
+    parser.add_argument("model", metavar="MODEL", help="GraphDef file (.pb or .pbtxt), or a "
+                        "Keras model (.keras, .h5) or SavedModel folder, frozen first")
     parser.add_argument("--json", action="store_true",
                         help="print the full report as JSON instead of tables")
     parser.add_argument("--limit", type=_positive_int, default=30, metavar="N",
@@ -162,18 +164,44 @@ def check(args):
         return ("%s goes with --method NAME (%s)" % (
             ("--map", "a rule of your own, whose op type counts as covered") if args.maps
             else ("--allow-op", "an op explain may run on the path")))
+    if _saved(args.model):
+        return None
     return check_model(args.model)
+
+
+def _saved(path):
+    return path.lower().endswith((".keras", ".h5", ".hdf5")) or os.path.isfile(
+        os.path.join(path, "saved_model.pb"))
+
+
+def _load(args):
+    """The GraphDef of MODEL: read, or a saved model frozen (its input and
+    output then the defaults of --inputs and --outputs)."""
+    from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import saved_models  # pylint: disable=import-outside-toplevel
+    if not _saved(args.model):
+        return frozen.load(args.model)
+    graph = saved_models.model_graph(
+        args.model, args.inputs if os.path.isdir(args.model) else None,
+        args.outputs if os.path.isdir(args.model) else None, args.allow_ops)
+    args.inputs, args.outputs = [graph.input], [graph.output]
+    return graph.graph_def
 
 
 def run(args):
     from graph_override import frozen  # pylint: disable=import-outside-toplevel
+    from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
     message = check(args)
     if message is not None:
         return _usage(message)
-    graph_def = frozen.load(args.model)
+    try:
+        graph_def = _load(args)
+    except AttributionError as e:
+        return _usage(str(e))
     if args.method is not None:
         return _coverage(args, graph_def)
-    size, sha256 = _file_digest(args.model)
+    size, sha256 = _file_digest(os.path.join(args.model, "saved_model.pb")
+                                if os.path.isdir(args.model) else args.model)
     report = frozen.inspect(graph_def)
     if args.json:
         out = report.to_dict()

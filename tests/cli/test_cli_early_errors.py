@@ -33,13 +33,14 @@ CASES = [
      "nosuch.pb: no such file; expected a GraphDef file (.pb or .pbtxt)."),
     (["patch", "saved", "-o", "out.pb", "--map", "Sign=ste_sign"],
      "saved: is a directory; expected a GraphDef file (.pb or .pbtxt). It holds "
-     "saved_model.pb: it is a SavedModel directory; freeze it first"),
+     "saved_model.pb: it is a SavedModel directory; freeze it first (graph-override freeze "
+     "DIR -o model.pb)"),
     (["patch", "model.pbtxt", "-o", "out.pb", "--map", "Sign=ste_sgin"], MISSPELLED),
     (["patch", "model.pbtxt", "-o", "out.pb", "--map", "Sign=remove", "--map",
       "gradient:X*=flip_gradeint:scale=2"], "'flip_gradeint' is neither a built-in"),
     (["patch", "model.pbtxt", "--map", "Sign=ste_sign"], "-o OUT is required"),
     (["inspect", "nosuch.pb"], "nosuch.pb: no such file"),
-    (["inspect", "saved"], "it is a SavedModel directory; freeze it first"),
+    (["inspect", "plain"], "plain: is a directory; expected a GraphDef file (.pb or .pbtxt)."),
     (["inspect", "fifo.pb"], "fifo.pb: is a named pipe (FIFO), not a regular file"),
     (["inspect", "model.pbtxt", "--outputs", "y:0"], "--inputs and --outputs go with --method"),
     (["inspect", "model.pbtxt", "--allow-op", "ReadFile"], "--allow-op goes with --method"),
@@ -56,6 +57,7 @@ def folder(tmp_path_factory):
     (path / "model.pbtxt").write_text(MODEL)
     (path / "saved").mkdir()
     (path / "saved" / "saved_model.pb").write_bytes(b"")
+    (path / "plain").mkdir()
     os.mkfifo(path / "fifo.pb")
     return path
 

@@ -160,7 +160,7 @@ def test_a_batch_that_cannot_fit_is_one_line(folder, capsys):
     assert code == 1, err
     assert "huge.pb: TensorFlow cannot run the model: ResourceExhaustedError: OOM" \
         in _one_line(err)
-    assert "use fewer examples in --data" in err and _written(folder) == []
+    assert "use a smaller --batch-size" in err and _written(folder) == []
 
 
 @pytest.mark.parametrize("exception", ["TypeError", "ValueError", "RuntimeError", "KeyError"])

@@ -88,8 +88,13 @@ def _argv(model="model.pb", *extra, **changes):
 
 # (name, argv, modules made unimportable, what stderr says: the argument first)
 USAGE_ERRORS = [
-    ("no --inputs", _argv(inputs=None), [], ["required: --inputs"]),
-    ("no --outputs", _argv(outputs=None), [], ["required: --outputs"]),
+    ("no --inputs", _argv(inputs=None), [],
+     ["MODEL model.pb: a frozen GraphDef needs --inputs and --outputs", "SavedModel folder "
+      "needs neither"]),
+    ("no --outputs", _argv(outputs=None), [],
+     ["MODEL model.pb: a frozen GraphDef needs --inputs and --outputs"]),
+    ("--inputs with a Keras file", _argv("model.keras"), [],
+     ["--inputs/--outputs: MODEL model.keras is a Keras model", "leave them out"]),
     ("no --method", _argv(method=None), [], ["required: --method"]),
     ("no --data", _argv(data=None), [], ["required: --data"]),
     ("no -o", _argv(o=None), [], ["required: -o/--output"]),
@@ -143,14 +148,23 @@ USAGE_ERRORS = [
      ["argument --target: expected a class index K >= 0", "got '2,-1'"]),
     ("MODEL missing", _argv("nosuch.pb"), [],
      ["MODEL nosuch.pb: cannot be read: No such file", "frozen GraphDef file"]),
-    ("MODEL a SavedModel folder", _argv("saved"), [],
-     ["MODEL saved: is a SavedModel directory", "freeze it first"]),
+    ("MODEL a folder", _argv("folder"), [],
+     ["MODEL folder: is a directory, not a frozen GraphDef file (.pb or .pbtxt), a Keras "
+      "model (.keras, .h5) or a SavedModel folder"]),
     ("--data missing", _argv(data="nosuch.npy"), [],
      ["--data nosuch.npy: cannot be read: No such file"]),
     ("--data text", _argv(data="text.npy"), [], ["--data text.npy: not a .npy array file"]),
     ("--data empty", _argv(data="empty.npy"), [], ["--data empty.npy: is empty"]),
     ("--data a folder", _argv(data="folder"), [],
-     ["--data folder: is a directory, not a .npy file"]),
+     ["--data folder: a folder that holds no image files (.png, .jpg, .jpeg, .gif, .bmp)"]),
+    ("--shard-size with --force", _argv("model.pb", "--shard-size", "4", "--force"), [],
+     ["--force: a folder of shards is never overwritten"]),
+    ("--resume without a manifest", _argv("model.pb", "--resume", o="folder"), [],
+     ["--resume: folder holds no manifest.json of an earlier run"]),
+    ("--feature without TFRecords", _argv("model.pb", "--feature", "image"), [],
+     ["--feature and --feature-shape go with TFRecord --data"]),
+    ("--batch-size 0", _argv("model.pb", "--batch-size", "0"), [],
+     ["argument --batch-size: expected a positive number of examples, got '0'"]),
     ("--data a FIFO", _argv(data="fifo.npy"), [],
      ["--data fifo.npy: is a named pipe (FIFO), not a .npy file"]),
     ("--data .npz", _argv(data="several.npy"), [], ["--data several.npy: holds several arrays"]),
@@ -197,6 +211,7 @@ def usage_probe(tmp_path_factory):
     (folder / "text.npy").write_text("not numpy")
     (folder / "empty.npy").write_bytes(b"")
     (folder / "folder").mkdir()
+    (folder / "model.keras").write_bytes(b"PK\x03\x04")
     os.mkfifo(folder / "fifo.npy")
     (folder / "saved").mkdir()
     (folder / "saved" / "saved_model.pb").write_bytes(b"")

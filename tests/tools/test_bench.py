@@ -151,7 +151,7 @@ def test_embedded_figures_round_trip(bench, sections, tmp_path):
     """--only re-runs one section and takes the others from the report."""
     report = {"training": [{"title": "t", "rows": []}], "construction": [],
               "frozen": [{"error": "a -- b"}], "migrate": None, "cli": None,
-              "keras": [{"error": "x"}], "attribution": None, "lrp": None, "fast": None,
+              "keras": [{"error": "x"}], "attribution": None, "lrp": None, "fast": None, "scale": None,
               "config": {"train_repeats": 1},
               "machine": {"nproc": 2},
               "dates": {"training": "2026-01-01 00:00 UTC"}}
@@ -254,9 +254,9 @@ def test_only_into_a_new_file_writes_no_false_text(cli_only, capsys):
     assert status == 0
     assert "not in this tree yet" not in text and "None" not in text
     assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
-            "attribution, lrp, fast." in text)
+            "attribution, lrp, fast, scale." in text)
     for section in ("training", "construction", "frozen", "migrate", "keras", "attribution",
-                    "lrp", "fast"):
+                    "lrp", "fast", "scale"):
         assert "Run `python tools/bench.py --only %s` to measure it." % section in text
     assert "| python -c pass | 0.100 |" in text
     # The figure is drawn (each missing panel says "not measured") and linked.
@@ -455,7 +455,7 @@ def test_quick_section_times_the_library_s_own_gradient(quick_report, load_tool)
     status, out = quick_report
     assert status["returncode"] == 0, status["stderr"]
     text = out.read_text()
-    section = text.split("## 7. Attribution maps")[1].split("<!--")[0]
+    section = text.split("## 7. Attribution maps")[1].split("<!--")[0].split("## 8.")[0]
     batches = load_tool("bench").QUICK["attribution"]["batches"]
     tables = 2 * len(batches)  # a table per batch size and allocator
     for batch in batches:
@@ -471,3 +471,24 @@ def test_quick_section_times_the_library_s_own_gradient(quick_report, load_tool)
     for row in data["attribution"][:tables]:
         assert row["baseline_max_abs_diff"] <= 1e-5 * row["gradient_max_abs"]
         assert row["gradient_max_abs"] > 0
+
+
+@pytest.mark.slow
+def test_quick_scale_section_measures_throughput_and_peak_memory_per_n(quick_report,
+                                                                        load_tool):
+    """--quick, section 8: a row per N (a process each) with the ratio to the
+    best single batch and the peak RSS, and the sentence on memory growth."""
+    status, out = quick_report
+    assert status["returncode"] == 0, status["stderr"]
+    text = out.read_text()
+    section = text.split("## 8. Explaining a data set")[1].split("<!--")[0]
+    cfg = load_tool("bench").QUICK["scale"]
+    for n in cfg["ns"]:
+        assert re.search(r"\| %d \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| \*\*[0-9.]+\*\* \| "
+                         r"[0-9.]+ \| [0-9.]+ \| \*\*[0-9.]+\*\* \| [0-9]+ \| [0-9]+ \|" % n,
+                         section), section
+    assert re.search(r"Peak RSS from %d to %d images: x[0-9.]+ \(goal <= 1\.10: " % (
+        min(cfg["ns"]), max(cfg["ns"])), section)
+    data = json.loads(text.split("<!-- bench-data ")[1].split(" -->")[0])
+    for row in data["scale"]:
+        assert row["peak_mb"] >= row["rss_before_mb"] > 0 and row["ratio"] > 0

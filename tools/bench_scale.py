@@ -1,0 +1,183 @@
+"""Section 8 of tools/bench.py: explaining a data set, a batch at a time.
+
+One frozen model (Keras MobileNetV2, weights=None, batch normalization
+calibrated, as in section 7) explains N images of a memory-mapped ``.npy``
+with `attribution.explain_to_folder` (the code of ``graph-override explain
+-o DIR``: each batch read from the file, the maps written in shards with a
+manifest) at a fixed batch size, one fresh process per N:
+
+- throughput: the seconds for all N images per image, against the best
+  single batch's per-image cost (the method on one batch already in memory,
+  the fastest of the repetitions after a warm-up call); the goal is a ratio
+  of at most 1.1 (`THROUGHPUT_GOAL`);
+- memory: the process's peak resident size during the run (``VmHWM``,
+  reset to the resident size when the run starts), and the resident size
+  then (the model built, frozen and warmed up; the data written with
+  ``write()``, never mapped for writing); flat in N is a peak within 10 %
+  (`MEMORY_GOAL`) from the smallest N to the largest.
+
+Run on its own: ``python tools/bench_scale.py SIZE ALPHA BATCH N REPEATS``
+prints one JSON line.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+METHOD = "gradient_input"
+THROUGHPUT_GOAL = 1.1
+MEMORY_GOAL = 1.1
+
+
+def _status_kb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _write_npy(path, n, size):
+    """N random images as a .npy file, written a chunk at a time with
+    write() (no mapping: the file's pages never count as this process's)."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(0)
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {
+            "descr": "<f4", "fortran_order": False, "shape": (n, size, size, 3)})
+        for first in range(0, n, 256):
+            rows = min(256, n - first)
+            f.write(rng.uniform(-1, 1, (rows, size, size, 3)).astype("<f4").tobytes())
+
+
+def _reset_peak():
+    """Resets the process's peak resident size (VmHWM) to its resident size
+    now (Linux 4.0+: ``echo 5 > /proc/self/clear_refs``), so that the peak
+    read later is the run's."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def child(size, alpha, batch, n, repeats):
+    """The measurements of one N: a dict."""
+    import gc  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+    from bench_attribution import freeze, keras_application  # pylint: disable=import-outside-toplevel
+    from graph_override import attribution  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import shards, sources  # pylint: disable=import-outside-toplevel
+    model = keras_application("MobileNetV2", size, alpha=alpha)
+    graph_def, inputs, outputs = freeze(model, size)
+    del model
+    gc.collect()
+    explainer = attribution.Explainer(graph_def, inputs=inputs, outputs=outputs)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "x.npy")
+        _write_npy(path, n, size)
+        x = next(sources.NpySource(path).batches(batch))[1]
+        explainer.attribute(METHOD, x, target=0)  # warm-up: the method's function built
+        best = best_cpu = float("inf")
+        for _ in range(repeats):
+            start, cpu = time.perf_counter(), time.process_time()
+            explainer.attribute(METHOD, x, target=0)
+            best = min(best, time.perf_counter() - start)
+            best_cpu = min(best_cpu, time.process_time() - cpu)
+        del x
+        gc.collect()
+        before_peak = _status_kb("VmHWM")
+        _reset_peak()
+        before_rss = _status_kb("VmRSS")
+        start, cpu = time.perf_counter(), time.process_time()
+        manifest = shards.explain_to_folder(explainer, METHOD, sources.NpySource(path),
+                                            os.path.join(folder, "maps"), target=0,
+                                            batch_size=batch)
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        peak = _status_kb("VmHWM")
+    per_image = seconds / n
+    return dict(n=n, batch=batch, size=size, alpha=alpha, shards=len(manifest["shards"]),
+                seconds=seconds, ms_per_image=per_image * 1e3,
+                best_ms_per_image=best / batch * 1e3, ratio=per_image / (best / batch),
+                cpu_ms_per_image=cpu / n * 1e3, best_cpu_ms_per_image=best_cpu / batch * 1e3,
+                cpu_ratio=(cpu / n) / (best_cpu / batch),
+                rss_before_mb=before_rss / 1024, peak_setup_mb=before_peak / 1024,
+                peak_mb=peak / 1024)
+
+
+def _run_child(args, log):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=os.pathsep.join(
+        [str(ROOT), str(ROOT / "tools")] + [
+            p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    proc = subprocess.run([sys.executable, __file__] + [str(a) for a in args],
+                          capture_output=True, text=True, env=env, cwd=str(ROOT), check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        log("bench_scale failed: %s" % tail)
+        return {"error": "tools/bench_scale.py %s failed: %s" % (
+            " ".join(str(a) for a in args), tail)}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def bench_section(cfg, log):
+    """The section's rows: one per N (a fresh process each)."""
+    s = cfg["scale"]
+    rows = []
+    for n in s["ns"]:
+        log("scale: MobileNetV2 %dx%d alpha %g, %d images in batches of %d (own process)"
+            % (s["size"], s["size"], s["alpha"], n, s["batch"]))
+        rows.append(_run_child([s["size"], s["alpha"], s["batch"], n, s["repeats"]], log))
+    return rows
+
+
+def render(rows):
+    """The section's Markdown."""
+    if not rows:
+        return None
+    errors = [r["error"] for r in rows if "error" in r]
+    rows = [r for r in rows if "error" not in r]
+    out = []
+    if rows:
+        r0 = rows[0]
+        out.append(
+            "`tools/bench_scale.py`: Keras MobileNetV2 (weights=None, %dx%dx3, alpha %g) "
+            "frozen; %s of N images from a memory-mapped .npy with "
+            "`attribution.explain_to_folder` (what `graph-override explain -o DIR` runs: "
+            "each batch read from the file, maps written in shards with a manifest) in "
+            "batches of %d, one fresh process per N. 'best batch': the fastest of the "
+            "repetitions of the method on one batch already in memory, after a warm-up "
+            "call. CPU: `time.process_time` of the process (all its threads), less "
+            "sensitive than wall time to other processes on the cores. Peak RSS: the process's `VmHWM` during the run (reset with "
+            "/proc/self/clear_refs when it starts); 'at start': the resident size then "
+            "(model built, frozen and warmed up)." % (
+                r0["size"], r0["size"], r0["alpha"], METHOD, r0["batch"]))
+        out.append("")
+        out.append("| N | shards | s | ms / image | best batch ms / image | ratio (goal <= %.1f) "
+                   "| CPU ms / image | best batch CPU ms / image | CPU ratio | RSS MB at start "
+                   "| peak RSS MB |" % THROUGHPUT_GOAL)
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            out.append("| %s | %d | %.1f | %.2f | %.2f | **%.3f** | %s | %s | %s | %.0f | %.0f |"
+                       % (format(r["n"], ","), r["shards"], r["seconds"], r["ms_per_image"],
+                          r["best_ms_per_image"], r["ratio"],
+                          "%.2f" % r["cpu_ms_per_image"] if "cpu_ms_per_image" in r else "—",
+                          "%.2f" % r["best_cpu_ms_per_image"] if "cpu_ratio" in r else "—",
+                          "**%.3f**" % r["cpu_ratio"] if "cpu_ratio" in r else "—",
+                          r["rss_before_mb"], r["peak_mb"]))
+        if len(rows) > 1:
+            low, high = min(rows, key=lambda r: r["n"]), max(rows, key=lambda r: r["n"])
+            growth = high["peak_mb"] / low["peak_mb"]
+            out.append("")
+            out.append("Peak RSS from %s to %s images: x%.3f (goal <= %.2f: %s)." % (
+                format(low["n"], ","), format(high["n"], ","), growth, MEMORY_GOAL,
+                "met" if growth <= MEMORY_GOAL else "**not met**"))
+    for e in errors:
+        out.append("")
+        out.append("Not measured: %s" % e)
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    size_, alpha_, batch_, n_, repeats_ = sys.argv[1:6]
+    print(json.dumps(child(int(size_), float(alpha_), int(batch_), int(n_), int(repeats_))))
