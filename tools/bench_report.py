@@ -194,6 +194,15 @@ def _header(w, report, quick, plot_name, no_figure):
     w()
 
 
+# The sections a script of their own renders: (number, key, title, script).
+_SCRIPT_SECTIONS = (
+    (7, "attribution", "Attribution maps", "bench_attribution"),
+    (8, "lrp", "LRP composites", "bench_lrp"),
+    (9, "fast", "Attribution fast mode and scale-out", "bench_fast"),
+    (10, "scale", "Explaining a data set", "bench_scale"),
+)
+
+
 def render(report, quick, plot_name, no_figure=None):
     """The report's Markdown. `plot_name`: the figure beside it, or None if
     none was drawn (`no_figure` says why)."""
@@ -305,34 +314,11 @@ def render(report, quick, plot_name, no_figure=None):
     else:
         w(_keras_section(report["keras"]))
     w()
-    w("## 7. Attribution maps")
-    w()
-    if not report.get("attribution"):
-        w(_not_measured("attribution"))
-    else:
-        w(load_script("bench_attribution").render(report["attribution"]))
-    w()
-    w("## 8. LRP composites")
-    w()
-    if not report.get("lrp"):
-        w(_not_measured("lrp"))
-    else:
-        w(load_script("bench_lrp").render(report["lrp"]))
-    w()
-    w("## 9. Attribution fast mode and scale-out")
-    w()
-    if not report.get("fast"):
-        w(_not_measured("fast"))
-    else:
-        w(load_script("bench_fast").render(report["fast"]))
-    w()
-    w("## 10. Explaining a data set")
-    w()
-    if not report.get("scale"):
-        w(_not_measured("scale"))
-    else:
-        w(load_script("bench_scale").render(report["scale"]))
-    w()
+    for number, key, title, script in _SCRIPT_SECTIONS:
+        w("## %d. %s" % (number, title))
+        w()
+        w(load_script(script).render(report[key]) if report.get(key) else _not_measured(key))
+        w()
     w(embed_data(report).rstrip("\n"))
     w()
     analysis = report.get("analysis") or ANALYSIS_MARKER + "\n"
