@@ -15,7 +15,7 @@ import numpy as np
 from graph_override.errors import AttributionError
 
 __all__ = ["Explain", "Predictor", "Score", "check_maps", "feature_view", "order",
-           "resolve_targets", "rng", "trapezoid"]
+           "pearson", "resolve_targets", "rng", "trapezoid"]
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -189,6 +189,16 @@ def rng(seed):
     if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)):
         raise AttributionError("seed=%r: give an int or None" % (seed,))
     return np.random.default_rng(seed)
+
+
+def pearson(a, b):
+    """Pearson's correlation of each row of `a` with the same row of `b`
+    (NaN where either row does not vary)."""
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    denominator = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denominator > 0, (a * b).sum(axis=1) / denominator, np.nan)
 
 
 def trapezoid(curve, steps):

@@ -195,16 +195,8 @@ def faithfulness_correlation(model, x, maps, target=None, *, runs=100, subset_si
         current[rows, subsets] = base[rows, subsets]
         drops[:, run] = before - _setup.picked(predict(current.reshape(x.shape)), targets)
         relevance[:, run] = flat_maps[rows, subsets].sum(axis=1)
-    return Score("faithfulness_correlation", _pearson(relevance, drops), True,
+    return Score("faithfulness_correlation", _common.pearson(relevance, drops), True,
                  options={"runs": runs, "subset_size": subset_size, "seed": seed})
-
-
-def _pearson(a, b):
-    a = a - a.mean(axis=1, keepdims=True)
-    b = b - b.mean(axis=1, keepdims=True)
-    denominator = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, (a * b).sum(axis=1) / denominator, np.nan)
 
 
 def road(model, x, maps, target=None, *, percentages=tuple(range(1, 100, 2)), order="morf",

@@ -27,17 +27,9 @@ def _rank(a):
     return rankdata(a, axis=1)
 
 
-def _pearson(a, b):
-    a = a - a.mean(axis=1, keepdims=True)
-    b = b - b.mean(axis=1, keepdims=True)
-    denominator = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denominator > 0, (a * b).sum(axis=1) / denominator, np.nan)
-
-
 SIMILARITIES = {
-    "pearson": _pearson,
-    "spearman": lambda a, b: _pearson(_rank(a), _rank(b)),
+    "pearson": _common.pearson,
+    "spearman": lambda a, b: _common.pearson(_rank(a), _rank(b)),
 }
 
 
