@@ -65,12 +65,43 @@ def reader(request, monkeypatch):
     return request.param
 
 
+# The cross-checks that build other projects' environments or run them in
+# processes of their own (Zennit, iNNvestigate on TensorFlow 2.14, SHAP,
+# larq's own test files, larq-zoo on TensorFlow 2.15, larq compute engine,
+# Ray), and the benchmark's quick run: marked `heavy` here, in one place.
+# README's test command leaves them out (pytest.ini: -m "not heavy"); .ci/run
+# runs them in a stage of their own, and compat/run.sh with the rest.
+HEAVY_MODULES = (
+    "tests/attribution/reference/test_zennit.py",
+    "tests/attribution/reference/test_innvestigate.py",
+    "tests/attribution/reference/test_shap_deep.py",
+    "tests/keras/test_keras_larq_suite.py",
+    "tests/keras/test_keras_zoo.py",
+    "tests/keras/test_keras_zoo_loading.py",
+    "tests/keras/test_keras_deploy.py",
+    "tests/tools/test_bench.py",
+    "tests/tools/test_bench_fast.py",
+)
+# Modules whose slow tests (and only those) are heavy.
+HEAVY_WHEN_SLOW = ("tests/attribution/test_scale_out.py",)
+
+
+def _heavy(item):
+    path = item.nodeid.split("::")[0]
+    return path in HEAVY_MODULES or (
+        path in HEAVY_WHEN_SLOW and item.get_closest_marker("slow") is not None)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Orders the suite for its workers (pytest.ini: --dist loadfile, which
-    hands out whole modules in the order of their first test here): the
-    tests marked slow first, so that the modules holding the longest tests
-    start while the others fill each worker's remaining time. The order
-    within each part is the files' own."""
+    """Marks the heavy cross-checks (`HEAVY_MODULES`) and orders the suite
+    for its workers (pytest.ini: --dist loadfile, which hands out whole
+    modules in the order of their first test here): the tests marked slow
+    first, so that the modules holding the longest tests start while the
+    others fill each worker's remaining time. The order within each part is
+    the files' own. Runs before pytest's own -m selection."""
     del config
+    for item in items:
+        if _heavy(item):
+            item.add_marker(pytest.mark.heavy)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
