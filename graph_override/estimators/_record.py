@@ -93,7 +93,7 @@ def flag(name, default, doc):
     return Param(name, default, check, doc)
 
 
-def integer(name, default, doc, *, low, high):
+def integer(name, default, doc, *, low, high, in_name=True):
     """A `Param` that is an integer from `low` to `high`."""
 
     def check(estimator, key, value):
@@ -103,7 +103,7 @@ def integer(name, default, doc, *, low, high):
                 estimator, key, low, high, value))
         return int(value)
 
-    return Param(name, default, check, doc)
+    return Param(name, default, check, doc, in_name=in_name)
 
 
 def choice(name, default, doc, *, choices, in_name=True):

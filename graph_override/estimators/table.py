@@ -317,10 +317,10 @@ define(
                    "deep_tf maxpool).", positive=True),
             flag("shared_reference", False, _SHARED),
             integer("ksize", 2, "the window of the family functions' forward (a "
-                    "gradient function\n      reads the op's own).", low=1, high=2 ** 16)
-            ._replace(in_name=False),
+                    "gradient function\n      reads the op's own).", low=1, high=2 ** 16,
+                    in_name=False),
             integer("strides", 2, "the forward's stride (read from the op likewise).",
-                    low=1, high=2 ** 16)._replace(in_name=False),
+                    low=1, high=2 ** 16, in_name=False),
             choice("padding", "VALID", "the forward's padding (read from the op "
                    "likewise).", choices=("VALID", "SAME"), in_name=False)],
     forward=deeplift_ops.maxpool_forward, gradient=deeplift_ops.maxpool_gradient,

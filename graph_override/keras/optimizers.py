@@ -376,11 +376,15 @@ class CaseOptimizer(_Base):
         order = config.pop("var_opt_order", None)
         case = cls(*pairs, default_optimizer=deserialize(default) if default else None,
                    **config)
-        # The predicates are not saved: the variables are found by position
-        # (or name) in the model they were saved with.
-        case.var_opt_mapping, case._saved_order = mapping, order
-        case._from_config = mapping is not None or order is not None
-        return case
+        return case.with_saved_assignment(mapping, order)
+
+    def with_saved_assignment(self, mapping, order):
+        """This optimizer, set to assign the variables as the saved one did:
+        the predicates are not saved, so the variables are found by position
+        (or name) in the model they were saved with (`from_config`)."""
+        self.var_opt_mapping, self._saved_order = mapping, order
+        self._from_config = mapping is not None or order is not None
+        return self
 
 
 keras_saving.register([Bop, CaseOptimizer])

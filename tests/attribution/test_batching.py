@@ -17,7 +17,7 @@ from graph_override.errors import AttributionError
 import methods_nets as nets
 
 OPTIONS = {"integrated_gradients": {"steps": 3}, "smoothgrad": {"samples": 2, "seed": 4},
-           "grad_cam": {"layer": "features:0"}}
+           "grad_cam": {"layer": "features:0"}, "occlusion": {"patch": 3, "stride": 2}}
 N = 11
 
 

@@ -22,7 +22,8 @@ TOLERANCE = 1e-5
 
 METHODS = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 3, "seed": 1}),
            ("integrated_gradients", {"steps": 8}), ("grad_cam", {}), ("guided_backprop", {}),
-           ("deconvnet", {}), ("eps_lrp", {"epsilon": 0.01}), ("deeplift", {"baseline": 0.1})]
+           ("deconvnet", {}), ("eps_lrp", {"epsilon": 0.01}), ("deeplift", {"baseline": 0.1}),
+           ("lrp", {"composite": "epsilon_plus"}), ("occlusion", {"patch": 3, "stride": 2})]
 
 
 @pytest.fixture(scope="module")

@@ -278,7 +278,7 @@ def test_each_one_call_function_takes_its_methods_options_and_passes_them_on(net
         taken = [p for p, v in inspect.signature(function).parameters.items()
                  if v.kind == v.KEYWORD_ONLY and p not in ("inputs", "outputs", "session",
                                                            "rules", "allow_ops", "batch_size",
-                                                           "progress")]
+                                                           "progress", "mode")]
         spec = attribution.METHODS[name]
         assert taken == [o.name for o in spec.options], name
         assert [v.default for p, v in inspect.signature(function).parameters.items()
