@@ -291,7 +291,7 @@ def test_quick_run_without_matplotlib_exits_0_without_a_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
     assert "No figure was drawn: matplotlib is not installed" in out.read_text()
     assert ("Not measured in this report: training, construction, frozen, migrate, keras, "
-            "attribution, lrp, fast." in out.read_text())
+            "attribution, lrp, fast, scale." in out.read_text())
     assert not out.with_suffix(".png").exists()
 
 
@@ -476,12 +476,12 @@ def test_quick_section_times_the_library_s_own_gradient(quick_report, load_tool)
 @pytest.mark.slow
 def test_quick_scale_section_measures_throughput_and_peak_memory_per_n(quick_report,
                                                                         load_tool):
-    """--quick, section 8: a row per N (a process each) with the ratio to the
+    """--quick, section 10: a row per N (a process each) with the ratio to the
     best single batch and the peak RSS, and the sentence on memory growth."""
     status, out = quick_report
     assert status["returncode"] == 0, status["stderr"]
     text = out.read_text()
-    section = text.split("## 8. Explaining a data set")[1].split("<!--")[0]
+    section = text.split("## 10. Explaining a data set")[1].split("<!--")[0]
     cfg = load_tool("bench").QUICK["scale"]
     for n in cfg["ns"]:
         assert re.search(r"\| %d \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| \*\*[0-9.]+\*\* \| "

@@ -50,7 +50,7 @@ def test_quick_section_compares_the_fast_mode_with_the_keras_gradient(quick_repo
     status, out = quick_report
     assert status["returncode"] == 0, status["stderr"]
     text = out.read_text()
-    section = text.split("## 8. Attribution fast mode and scale-out")[1].split("<!--")[0]
+    section = text.split("## 9. Attribution fast mode and scale-out")[1].split("<!--")[0]
     quick = load_tool("bench").QUICK["fast"]
     assert "### MobileNetV2 32x32, alpha 0.35, batch 2 (TensorFlow " in section
     for method in quick["methods"]:
