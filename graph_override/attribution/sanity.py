@@ -12,6 +12,9 @@ method's maps depend on the model they explain?
 * `random_logit`, the random-logit check (Sixt et al. 2020), for several
   methods at once: `graph_override.attribution.metrics.random_logit` per
   method.
+* `class_dependence`, Sixt et al.'s reason for z+ directly: the maps of one
+  example for every class, as the rows of a matrix, and how far that matrix
+  is from rank 1.
 
 A layer is a MatMul, Conv2D, Conv3D, DepthwiseConv2dNative or
 Conv2DBackpropInput whose weights are a Const of the graph (through
@@ -24,6 +27,13 @@ standard deviation), from ``numpy.random.default_rng(seed)``, layer after layer 
 top: stage k of the cascade has the top k layers re-drawn, with the same
 draws as stage k - 1 for the layers above. Batch normalization's
 parameters are kept.
+
+Methods: a name, a list of names, or a mapping label -> name or (name,
+options), to check one method under several settings side by side (LRP's
+composites: ``{"z+": ("lrp", {"composite": "zplus"}), "epsilon": ("lrp",
+{"composite": "epsilon"})}``). Each method's options are `default_options`
+updated with those given, and checked against the method's record before
+any model is run.
 
 Similarity (per example): "spearman", the rank correlation of the maps
 (of their absolute values with ``absolute=True``, the paper's main
@@ -43,6 +53,7 @@ Example:
   (2, (2, 5))
 """
 
+import collections.abc
 import dataclasses
 
 import numpy as np
@@ -51,8 +62,8 @@ from graph_override.attribution import engine, method_table
 from graph_override.attribution.metrics import randomization as metrics_randomization
 from graph_override.errors import AttributionError
 
-__all__ = ["LAYER_OPS", "Randomization", "default_options", "layers", "random_logit",
-           "randomization", "randomized"]
+__all__ = ["LAYER_OPS", "Randomization", "class_dependence", "default_options", "layers",
+           "random_logit", "randomization", "randomized"]
 
 LAYER_OPS = {"MatMul": 1, "Conv2D": 1, "Conv3D": 1, "DepthwiseConv2dNative": 1,
              "Conv2DBackpropInput": 1}
@@ -84,6 +95,7 @@ class Randomization:
     similarity: str
     absolute: bool
     seed: int
+    runs: dict = dataclasses.field(default_factory=dict)
 
     def mean(self):
         """method -> the mean similarity of each stage (NaN left out)."""
@@ -192,9 +204,9 @@ def randomized(graph_def, chosen, seed):
 
 
 def default_options(method, x):
-    """The options `randomization` and `random_logit` run a method with
-    unless told: few steps and samples, occlusion's patch a quarter of each
-    axis but the last (at least 1)."""
+    """The options `randomization` and `random_logit` start a method's from
+    (those given update them): few steps and samples, occlusion's patch a
+    quarter of each axis but the last (at least 1)."""
     if method == "integrated_gradients":
         return {"steps": 16}
     if method == "smoothgrad":
@@ -205,12 +217,41 @@ def default_options(method, x):
     return {}
 
 
-def _methods(methods):
-    names = list(method_table.METHODS) if methods is None else (
-        [methods] if isinstance(methods, str) else list(methods))
-    for name in names:
-        method_table.method_spec(name)  # raises for an unknown one
-    return names
+def _runs(methods, options, x):
+    """[(label, method, options)]: `methods` (None, a name, names, or a
+    mapping label -> name or (name, options)) with each one's options
+    (`default_options`, then `options[label]`, then the mapping's), checked
+    by the method's record."""
+    if methods is None:
+        methods = list(method_table.METHODS)
+    elif isinstance(methods, str):
+        methods = [methods]
+    pairs = (list(methods.items()) if isinstance(methods, collections.abc.Mapping)
+             else [(m, m) for m in methods])
+    options = dict(options or {})
+    runs = []
+    for label, given in pairs:
+        if isinstance(given, str):
+            given = (given, {})
+        if not isinstance(given, (tuple, list)) or len(given) != 2:
+            raise AttributionError("methods[%r] = %r: give a method's name or (name, "
+                                   "options)" % (label, given))
+        name, own = given
+        spec = method_table.method_spec(name)  # raises for an unknown one
+        chosen = default_options(name, x)
+        chosen.update(options.get(label) or {})
+        chosen.update(own or {})
+        try:
+            spec.checked(chosen)
+        except AttributionError as e:
+            raise AttributionError("%s: %s" % (label, e)) from None
+        runs.append((label, name, chosen))
+    unknown = sorted(set(options) - {label for label, _, _ in runs})
+    if unknown:
+        raise AttributionError("options for %s, which are not among the methods checked (%s)"
+                               % (", ".join(map(repr, unknown)),
+                                  ", ".join(label for label, _, _ in runs)))
+    return runs
 
 
 def _compare(similarity):
@@ -231,13 +272,15 @@ def randomization(model, x, methods=None, target=None, *, inputs=None, outputs=N
       model, inputs, outputs, session, allow_ops: as `attribution.attribute`
         takes them (any model form).
       x: the examples (a batch).
-      methods: method names (None: every method of the table).
+      methods: method names (None: every method of the table), or a mapping
+        label -> name or (name, options) (see the module docstring).
       target: what to explain (as `attribute` takes it); None: each
         example's top class on the model as given, kept for every stage.
       top: re-draw only the top `top` layers (None: all).
       seed: the draws' seed (the same seed, the same results).
       similarity, absolute: see the module docstring.
-      options: method -> its options (default: `default_options`).
+      options: label (a method's name) -> its options, updating
+        `default_options`.
 
     Returns:
       A `Randomization`.
@@ -246,13 +289,14 @@ def randomization(model, x, methods=None, target=None, *, inputs=None, outputs=N
       AttributionError: no layer with Const weights on the path, an unknown
         method or similarity.
     """
-    methods = _methods(methods)
     compare = _compare(similarity)
     if isinstance(x, (list, tuple, dict)):
         raise AttributionError("randomization takes a model of one input and its batch x; "
                                "for a model of several inputs, check each input's maps "
                                "with the others fixed in a function of one input")
     x = np.asarray(x)
+    runs = _runs(methods, options, x)
+    methods = [label for label, _, _ in runs]
     given = engine.Explainer(model, inputs=inputs, outputs=outputs, session=session,
                              allow_ops=allow_ops)
     graph = given.model_graph(x)
@@ -267,11 +311,10 @@ def randomization(model, x, methods=None, target=None, *, inputs=None, outputs=N
     outputs_x = original.attribute("saliency", x, target).outputs
     if target is None:
         target = np.argmax(outputs_x, axis=1)
-    options = dict(options or {})
 
     def maps(explainer):
-        return {m: explainer.attribute(m, x, target, **options.get(
-            m, default_options(m, x))).maps for m in methods}
+        return {label: explainer.attribute(name, x, target, **chosen).maps
+                for label, name, chosen in runs}
 
     def flat(a):
         a = a.reshape(len(x), -1).astype(np.float64)
@@ -293,19 +336,56 @@ def randomization(model, x, methods=None, target=None, *, inputs=None, outputs=N
     return Randomization(tuple(methods), tuple(name for name, _, _ in chosen),
                          {m: np.stack(s) for m, s in scores.items()}, np.asarray(change),
                          similarity if isinstance(similarity, str) else "function",
-                         absolute, seed)
+                         absolute, seed, {label: (name, chosen) for label, name, chosen in runs})
 
 
 def random_logit(model, x, methods=None, target=None, *, seed=42, similarity="spearman",
                  options=None, **model_args):
     """The random-logit check for each of `methods` (None: every method of
-    the table): method -> `graph_override.attribution.metrics.random_logit`'s
-    `Score` (the similarity of each example's map for its target and for
-    another class drawn with `seed`; lower: the maps depend on the class).
-    `model_args`: inputs, outputs, session, allow_ops."""
+    the table; names, or a mapping label -> name or (name, options), as
+    `randomization` takes them, with their options): label ->
+    `graph_override.attribution.metrics.random_logit`'s `Score` (the
+    similarity of each example's map for its target and for another class
+    drawn with `seed`; lower: the maps depend on the class). `model_args`:
+    inputs, outputs, session, allow_ops."""
     x = np.asarray(x)
-    options = dict(options or {})
-    return {m: metrics_randomization.random_logit(
-        model, x, m, target, similarity=similarity, seed=seed,
-        explain_options=options.get(m, default_options(m, x)), **model_args)
-        for m in _methods(methods)}
+    return {label: metrics_randomization.random_logit(
+        model, x, name, target, similarity=similarity, seed=seed, explain_options=chosen,
+        **model_args) for label, name, chosen in _runs(methods, options, x)}
+
+
+def class_dependence(model, x, methods=None, *, options=None, **model_args):
+    """How much the maps depend on the class explained (Sixt et al. 2020): for
+    each example, its maps for every class of the output as the rows of a
+    matrix (classes x features), and that matrix's second singular value over
+    its first. 0: rank 1, the same map up to a factor whatever the class, as
+    z+ relevance becomes through its products of non-negative matrices.
+
+    Args:
+      model, model_args: as `attribution.attribute` takes them (inputs,
+        outputs, session, allow_ops).
+      x: the examples (a batch; each is explained for every class).
+      methods, options: as `randomization` takes them.
+
+    Returns:
+      label -> the ratio per example, shape (N,) (NaN where every map is 0).
+    """
+    if isinstance(x, (list, tuple, dict)):
+        raise AttributionError("class_dependence takes a model of one input and its batch x")
+    x = np.asarray(x)
+    runs = _runs(methods, options, x)
+    explainer = engine.Explainer(model, **model_args)
+    shape = explainer.attribute("saliency", x[:1], 0).outputs.shape
+    if len(shape) != 2 or shape[1] < 2:
+        raise AttributionError("class_dependence needs an output of shape (examples, "
+                               "classes) with 2 classes or more, got %s" % (shape,))
+    rows = np.repeat(x, shape[1], axis=0)
+    classes = np.tile(np.arange(shape[1]), len(x))
+    ratios = {}
+    for label, name, chosen in runs:
+        maps = explainer.attribute(name, rows, classes, **chosen).maps
+        sigma = np.linalg.svd(maps.reshape(len(x), shape[1], -1).astype(np.float64),
+                              compute_uv=False)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios[label] = np.where(sigma[:, 0] > 0, sigma[:, 1] / sigma[:, 0], np.nan)
+    return ratios

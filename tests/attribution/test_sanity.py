@@ -134,3 +134,89 @@ def test_random_logit_for_several_methods_is_the_metrics_check(cnn, x):
     alone = metrics_randomization.random_logit(cnn, x, "gradient_input", seed=5)
     np.testing.assert_array_equal(scores["gradient_input"].scores, alone.scores)
     assert scores["saliency"].options["other_classes"] == alone.options["other_classes"]
+
+
+# Options of every method of the table, other than its defaults where it has
+# any: a new method fails `test_every_method_of_the_table_runs_with_its_options`
+# until it has a line here (and runs in both checks with it).
+OPTIONS = {
+    "saliency": {"abs": False},
+    "gradient_input": {},
+    "integrated_gradients": {"steps": 4, "baseline": 0.5},
+    "smoothgrad": {"samples": 3, "seed": 2, "magnitude": True},
+    "grad_cam": {"resize": True},
+    "guided_backprop": {},
+    "deconvnet": {},
+    "eps_lrp": {"epsilon": 0.01},
+    "deeplift": {"baseline": 0.5},
+    "lrp": {"composite": "zplus", "start": "one"},
+    "occlusion": {"patch": 2, "stride": 2, "baseline": 0.5},
+}
+
+
+def _recording(seen):
+    """A similarity that keeps the maps it is given (their first argument:
+    the model as given, or the target's for random logit)."""
+    def similarity(a, b):
+        seen.append(a)
+        return np.ones(len(a))
+    return similarity
+
+
+@pytest.mark.slow  # every method, twice in each check
+def test_every_method_of_the_table_runs_with_its_options(cnn, x):
+    """Each record, labelled, with options of its own: both checks run it
+    with exactly those options (the maps they compare are `attribute`'s)."""
+    assert set(OPTIONS) == set(method_table.METHODS)
+    runs = {"%s (own)" % m: (m, o) for m, o in OPTIONS.items()}
+    target = np.array([0, 1, 2, 0])
+    seen_cascade, seen_logit = [], []
+    graph = attribution.Explainer(cnn).model_graph(x)  # frozen once, for every method
+    model = dict(model=graph.graph_def, inputs=graph.input, outputs=graph.output)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", attribution.AttributionWarning)
+        report = sanity.randomization(x=x, methods=runs, target=target, top=1, seed=0,
+                                      absolute=False, similarity=_recording(seen_cascade),
+                                      **model)
+        logit = sanity.random_logit(x=x, methods=runs, target=target,
+                                    similarity=_recording(seen_logit), **model)
+        assert report.methods == tuple(runs) and tuple(logit) == tuple(runs)
+        explainer = attribution.Explainer(graph.graph_def, inputs=graph.input,
+                                          outputs=graph.output)
+        for (label, (method, options)), a, b in zip(runs.items(), seen_cascade, seen_logit):
+            chosen = dict(sanity.default_options(method, x), **options)
+            assert report.runs[label] == (method, chosen)
+            maps = explainer.attribute(method, x, target, **chosen).maps
+            np.testing.assert_allclose(a, maps.reshape(4, -1), rtol=1e-5, atol=1e-6,
+                                       err_msg=label)
+            np.testing.assert_allclose(b, maps.reshape(4, -1), rtol=1e-5, atol=1e-6,
+                                       err_msg=label)
+
+
+def test_one_method_under_several_settings_side_by_side(cnn, x):
+    runs = {"z+": ("lrp", {"composite": "zplus"}), "LRP-0": ("lrp", {"composite": "z"}),
+            "gradient": "saliency"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", attribution.AttributionWarning)
+        report = sanity.randomization(cnn, x, runs, 0, top=1, seed=0,
+                                      options={"gradient": {"abs": False}})
+    assert report.methods == ("z+", "LRP-0", "gradient")
+    assert report.runs["gradient"] == ("saliency", {"abs": False})
+    assert not np.array_equal(report.scores["z+"], report.scores["LRP-0"])
+    assert report.table().splitlines()[2].startswith("| z+ | ")
+
+
+def test_options_are_checked_before_any_model_is_run(x, tmp_path):
+    missing = str(tmp_path / "no_such_model.pb")  # never opened: the options fail first
+    with pytest.raises(AttributionError, match="occ: occlusion takes no option strid"):
+        sanity.randomization(missing, x, {"occ": ("occlusion", {"strid": 2})},
+                             inputs="x:0", outputs="y:0")
+    with pytest.raises(AttributionError, match="'zplu' is not an LRP composite"):
+        sanity.random_logit(missing, x, {"z+": ("lrp", {"composite": "zplu"})},
+                            inputs="x:0", outputs="y:0")
+    with pytest.raises(AttributionError, match="options for 'lrp', which are not among"):
+        sanity.randomization(missing, x, ["saliency"], options={"lrp": {"composite": "z"}},
+                             inputs="x:0", outputs="y:0")
+    with pytest.raises(AttributionError, match=r"methods\['a'\] = 3: give a method's name"):
+        sanity.randomization(missing, x, {"a": 3})
+    assert list(tmp_path.iterdir()) == []
