@@ -226,8 +226,13 @@ def _runs(methods, options, x):
         methods = list(method_table.METHODS)
     elif isinstance(methods, str):
         methods = [methods]
-    pairs = (list(methods.items()) if isinstance(methods, collections.abc.Mapping)
-             else [(m, m) for m in methods])
+    if isinstance(methods, collections.abc.Mapping):
+        pairs = list(methods.items())
+    elif all(isinstance(m, str) for m in methods):
+        pairs = [(m, m) for m in methods]
+    else:
+        raise AttributionError("methods=%r: give names, or a mapping label -> name or "
+                               "(name, options)" % (methods,))
     options = dict(options or {})
     runs = []
     for label, given in pairs:

@@ -219,4 +219,6 @@ def test_options_are_checked_before_any_model_is_run(x, tmp_path):
                              inputs="x:0", outputs="y:0")
     with pytest.raises(AttributionError, match=r"methods\['a'\] = 3: give a method's name"):
         sanity.randomization(missing, x, {"a": 3})
+    with pytest.raises(AttributionError, match="give names, or a mapping label"):
+        sanity.random_logit(missing, x, [("lrp", {"composite": "z"})])
     assert list(tmp_path.iterdir()) == []
