@@ -52,6 +52,13 @@ def one(x):
     return two(tf.reshape(x[:, :32], [-1, 4, 4, 2]), x[:, 32:])
 
 
+def one_split(x):
+    """The same again, x cut by Split and b's columns unpacked and packed."""
+    a, b = tf.split(x, [32, 5], axis=1)
+    b = tf.stack(tf.unstack(tf.identity(b), axis=1), axis=1)
+    return two(tf.reshape(tf.slice(a, [0, 0], [-1, 32]), [-1, 4, 4, 2]), b)
+
+
 def _split(maps):
     return [maps[:, :32].reshape(A.shape), maps[:, 32:]]
 
@@ -83,6 +90,16 @@ def test_the_maps_are_those_of_the_concatenated_model_split(graph_model, composi
         assert np.abs(w).max() > 0
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7, err_msg=composite)
     np.testing.assert_allclose(got.outputs, want.outputs, rtol=1e-6, atol=1e-7)
+
+
+def test_ops_that_cut_and_pack_an_input_pass_relevance_on(graph_model):
+    """Split, Slice, Unpack, Pack, Identity and Reshape route relevance back
+    unchanged: the maps of one_split, split, are those of the two inputs."""
+    x = np.concatenate([A.reshape(4, -1), B], axis=1)
+    want = attribution.lrp(one_split, x, TARGET, composite="epsilon_plus_flat").maps
+    got = graph_model.attribute("lrp", [A, B], TARGET, composite="epsilon_plus_flat").maps
+    for g, w in zip(got, _split(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("composite", ["z", "epsilon:epsilon=1e-9"])
