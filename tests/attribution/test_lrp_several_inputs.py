@@ -32,8 +32,8 @@ A = RNG.uniform(-1, 1, (4, 4, 4, 2)).astype(np.float32)
 B = RNG.uniform(-1, 1, (4, 5)).astype(np.float32)
 WR = RNG.randn(37, 6).astype(np.float32) * 0.4  # the models with an add or a concatenated input
 TARGET = np.array([0, 1, 2, 1])
-COMPOSITES = ["z", "epsilon:epsilon=0.1", "zplus", "alpha_beta", "alpha_beta:alpha=3",
-              "epsilon_plus_flat", "preset_b_flat"]
+COMPOSITES = ["z", "epsilon:epsilon=0.1", "zplus", "alpha_beta", "epsilon_plus_flat",
+              "preset_b_flat"]
 
 
 def two(a, b, bias=True):
@@ -168,8 +168,7 @@ def forms(tmp_path_factory):
     session.close()
 
 
-@pytest.mark.parametrize("composite", ["epsilon_plus_flat", "epsilon_alpha2_beta1",
-                                       "z"])
+@pytest.mark.parametrize("composite", ["epsilon_plus_flat", "z"])
 def test_the_forms_give_the_same_maps(forms, composite):
     results = {}
     for form, (explainer, kind) in forms.items():
@@ -221,18 +220,61 @@ def test_the_first_layer_of_each_input_is_first(graph_model):
     assert np.abs(maps[0]).max() > 0
 
 
-@pytest.mark.parametrize("fn, says", [
-    (lambda a, b: tf.matmul(tf.reshape(a, [-1, 32])[:, :5] * b, WB),
-     r"LRP has no rule for Mul on the path of .*: Mul: mul"),
-])
-def test_what_no_rule_covers_is_refused_by_name(fn, says):
-    model = attribution.Explainer(_graph_def(fn), inputs=["a:0", "b:0"], outputs="logits:0")
-    with pytest.raises(AttributionError, match=says), \
+def test_what_no_rule_covers_is_refused_by_name(tmp_path, capsys):
+    """A product of the two inputs' branches: the run, the coverage report
+    and `inspect --method lrp` name it."""
+    graph_def = _graph_def(lambda a, b: tf.matmul(tf.reshape(a, [-1, 32])[:, :5] * b, WB))
+    model = attribution.Explainer(graph_def, inputs=["a:0", "b:0"], outputs="logits:0")
+    with pytest.raises(AttributionError, match=r"LRP has no rule for Mul on the path of "
+                                               r"<GraphDef>: Mul: mul"), \
             pytest.warns(attribution.CoverageWarning, match="lrp does not cover Mul"):
         model.attribute("lrp", [A, B], 0, composite="z")
-    report = attribution.coverage_report(_graph_def(fn), "lrp", inputs=["a:0", "b:0"],
+    report = attribution.coverage_report(graph_def, "lrp", inputs=["a:0", "b:0"],
                                          outputs="logits:0")
     assert [u["op"] for u in report.uncovered] == ["Mul"]
+    frozen.save(graph_def, str(tmp_path / "mul.pb"))
+    assert cli.main(["inspect", str(tmp_path / "mul.pb"), "--method", "lrp"]) == 1
+    out = capsys.readouterr().out
+    assert "Mul" in out and "no LRP rule says how relevance crosses it" in out, out
+
+
+def test_a_batch_normalization_in_a_branch_folds_and_an_unused_input_gets_zeros():
+    """The fold (and its check against the model's outputs) with two inputs
+    fed: the maps of the same model of one input, split; an input the
+    output does not read gets a map of zeros."""
+    gamma, beta = np.float32([1.5, 0.5, 2.0]), np.float32([0.1, -0.1, 0.2])
+    mean, var = np.float32([0.2, -0.1, 0.0]), np.float32([0.5, 2.0, 0.25])
+
+    def normalized(a, b):
+        h = tf.nn.conv2d(a, KA, 1, "VALID")
+        h, _, _ = tf.compat.v1.nn.fused_batch_norm(h, gamma, beta, mean, var, epsilon=1e-3,
+                                                   is_training=False)
+        h = tf.concat([tf.reshape(tf.nn.relu(h), [-1, 27]), tf.nn.relu(b @ WB + BB)], 1)
+        return tf.matmul(tf.nn.relu(h @ WH + BH), WO)
+
+    def unused(a, b):  # noqa: ARG001 (b is not read)
+        return tf.matmul(tf.reshape(a, [-1, 32]), WR[:32, :3])
+
+    model = attribution.Explainer(_graph_def(normalized), inputs=["a:0", "b:0"],
+                                  outputs="logits:0")
+    got = model.attribute("lrp", [A, B], TARGET, composite="epsilon_plus").maps
+    want = attribution.lrp(lambda x: normalized(tf.reshape(x[:, :32], [-1, 4, 4, 2]),
+                                                x[:, 32:]),
+                           np.concatenate([A.reshape(4, -1), B], axis=1), TARGET,
+                           composite="epsilon_plus").maps
+    for g, w in zip(got, _split(want)):
+        assert np.abs(w).max() > 0
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+    plain = model.attribute("lrp", [A, B], TARGET, composite="epsilon_plus",
+                            canonizers=()).maps  # the normalization passes relevance on
+    assert not np.allclose(plain[0], got[0], rtol=1e-3)
+    model = attribution.Explainer(_graph_def(unused), inputs=["a:0", "b:0"],
+                                  outputs="logits:0")
+    maps = model.attribute("lrp", [A, B], TARGET, composite="z").maps
+    np.testing.assert_array_equal(maps[1], np.zeros_like(B))
+    np.testing.assert_allclose(maps[0].reshape(4, -1).sum(axis=1),
+                               (A.reshape(4, -1) @ WR[:32, :3])[np.arange(4), TARGET],
+                               rtol=1e-5, atol=1e-6)
 
 
 def _concatenated_first(a, b):
