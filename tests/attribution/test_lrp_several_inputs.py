@@ -199,7 +199,9 @@ def test_z_box_takes_a_bound_per_input(graph_model):
         ("any", "epsilon")])
     want = graph_model.attribute("lrp", [A, B], TARGET, composite=by_name).maps
     for composite in (_box([-1.0, -2.0], [1.0, 3.0]),
-                      _box({"b": -2.0, "a:0": -1.0}, {"a": 1.0, "b:0": 3.0})):
+                      _box({"b": -2.0, "a:0": -1.0}, {"a": 1.0, "b:0": 3.0}),
+                      _box((np.full((4, 4, 2), -1.0), np.full(5, -2.0)),
+                           [1.0, np.full((1, 5), 3.0)])):
         got = graph_model.attribute("lrp", [A, B], TARGET, composite=composite).maps
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
