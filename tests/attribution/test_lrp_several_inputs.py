@@ -311,6 +311,30 @@ def test_one_bound_for_inputs_read_together():
     assert np.abs(one_number[0]).max() > 0
 
 
+def test_a_tensor_made_from_an_inputs_shape_is_no_constant_to_fold():
+    """zeros of a's batch size added after b's layer: not live, yet not a
+    constant (the canonizer would have to run the model to fold it), so
+    the layer's chain ends there, as it ends at a scaling by 1 without the
+    batch_norm canonizer: the same maps."""
+    def between(a, b, how):
+        h = tf.matmul(b, WB, name="dense_b")
+        h = h + tf.zeros((tf.shape(a)[0], 4)) if how == "shape" else h * 1.0
+        hb = tf.nn.relu(tf.nn.bias_add(h, BB))
+        ha = tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(a, KA, 1, "VALID", name="conv_a"), BA))
+        h = tf.concat([tf.reshape(ha, [-1, 27]), hb], axis=1)
+        return tf.nn.bias_add(tf.matmul(tf.nn.relu(tf.nn.bias_add(h @ WH, BH)), WO), BO)
+
+    maps = {}
+    for how, canonizers in (("shape", None), ("scale", ())):
+        model = attribution.Explainer(_graph_def(lambda a, b, how=how: between(a, b, how)),
+                                      inputs=["a:0", "b:0"], outputs="logits:0")
+        maps[how] = model.attribute("lrp", [A, B], TARGET, composite="z",
+                                    canonizers=canonizers).maps
+    for got, want in zip(maps["shape"], maps["scale"]):
+        assert np.abs(want).max() > 0
+        np.testing.assert_array_equal(got, want)
+
+
 def test_explain_on_the_command_line(tmp_path, monkeypatch, capsys, graph_model):
     monkeypatch.chdir(tmp_path)
     frozen.save(_graph_def(), "two.pb")

@@ -67,6 +67,8 @@ class Structure:
       inputs: the input nodes, in the model's order.
       reached: node name -> the indices (in `inputs`) of the inputs whose
         values reach it.
+      shaped: the nodes that depend on an input at all, its shape included
+        (a tensor made from ``tf.shape(x)`` is not live, yet no constant).
       kind: node name -> its part ("layer", "residual", "shift", "scale",
         "batch_norm", "activation", "pool", "max_pool", "routing",
         "uncovered").
@@ -83,6 +85,7 @@ class Structure:
     skipped_softmax: str = None
     inputs: tuple = ()
     reached: dict = dataclasses.field(default_factory=dict)
+    shaped: frozenset = frozenset()
 
     def live_inputs(self, name):
         """One flag per data input of the node: whether it is live."""
@@ -187,8 +190,13 @@ def analyze(graph_def, input_name, output_name):
         for i in n.input:
             if not i.startswith("^"):
                 consumers[node_name(i)].append(n.name)
+    shaped = set()
+    for name in order:
+        if name in in_nodes or any(node_name(i) in shaped for i in inputs[name]
+                                   if not i.startswith("^")):
+            shaped.add(name)
     structure = Structure(nodes, output_name, path, live, {}, dict(consumers), skipped,
-                          in_nodes, reached)
+                          in_nodes, reached, frozenset(shaped))
     for name in path:
         structure.kind[name] = _kind(structure, name)
     return structure
