@@ -15,8 +15,9 @@ their path, the relevance that reaches each input is its map, and the maps
 come back in the structure the inputs were given in. Relevance is conserved
 across the inputs as for one: the maps of all inputs together sum to the
 output (LRP-0, epsilon without bias). A composite's ``"first"`` layers are
-the first layers on each input's path (Zennit's and iNNvestigate's first
-layer, for every input).
+the first layers on each input's path (iNNvestigate's input layers, for
+every input; Zennit's first-layer composites take the first module of the
+model, one layer).
 """
 
 import hashlib
