@@ -135,7 +135,9 @@ def test_a_residual_add_of_two_branches_conserves():
 
 @pytest.fixture(scope="module")
 def forms(tmp_path_factory):
-    """{form: (Explainer, how x is given)} of the same model of two inputs."""
+    """{form: (Explainer, how x is given)} of the same model of two inputs:
+    a Keras model of a list of inputs (x a list or a dict), one of a dict of
+    inputs, a Session graph, a .pb, TF2 functions (positional, keywords)."""
     keras = nets.keras_module()
     L = keras.layers
     a, b = keras.Input((4, 4, 2), name="a"), keras.Input((5,), name="b")
@@ -143,6 +145,7 @@ def forms(tmp_path_factory):
     head, out = L.Dense(6, activation="relu"), L.Dense(3)
     h = L.Concatenate()([L.Flatten()(conv(a)), dense_b(b)])
     model = keras.Model([a, b], out(head(h)))
+    by_name = keras.Model({"a": a, "b": b}, model.outputs[0])  # inputs as a dict
     for layer, weights in [(conv, [KA, BA]), (dense_b, [WB, BB]), (head, [WH, BH]),
                            (out, [WO, BO])]:
         layer.set_weights(weights)
@@ -162,6 +165,7 @@ def forms(tmp_path_factory):
                                              outputs=logits), list),
            "keras": (attribution.Explainer(model), list),
            "keras dict": (attribution.Explainer(model), dict),
+           "keras dict model": (attribution.Explainer(by_name), dict),
            "tf2 function": (attribution.Explainer(tf.function(two)), list),
            "tf2 keywords": (attribution.Explainer(tf.function(lambda b, a: two(a, b))), dict)}
     yield out
