@@ -203,13 +203,14 @@ def _training_batch_norm(node):
     return node.op in _BATCH_NORMS and attr is not None and attr.b
 
 
-def _lrp_uncovered(graph_def, input_name, output_name, also_covered, bad, advice):
+def _lrp_uncovered(graph_def, input_names, output_name, also_covered, bad, advice):
     """Adds to `bad` the path's ops that no LRP rule covers
     (`relevance.structure`: not a layer, pool, residual add, activation,
     constant shift or scaling, nor an op that only moves values)."""
     from graph_override.attribution.relevance import structure  # pylint: disable=import-outside-toplevel
     own = "--map %s=MODULE:FUNCTION" if advice == "cli" else "rules=['%s=MODULE:FUNCTION']"
-    for op, names in structure.analyze(graph_def, input_name, output_name).uncovered().items():
+    look = structure.analyze(graph_def, input_names, output_name)
+    for op, names in look.uncovered().items():
         if op in also_covered:
             continue
         reason = ("no LRP rule says how relevance crosses it (a layer is a MatMul or "
@@ -354,8 +355,8 @@ def coverage_report(model, method, *, inputs=None, outputs=None, also_covered=()
         entry["count"] += 1
         if len(entry["nodes"]) < _NODES_SHOWN:
             entry["nodes"].append(name)
-    if spec.name == "lrp" and len(inputs) == 1 and len(outputs) == 1:
-        _lrp_uncovered(graph_def, inputs[0], outputs[0], also_covered, bad, advice)
+    if spec.name == "lrp" and len(outputs) == 1:
+        _lrp_uncovered(graph_def, list(inputs), outputs[0], also_covered, bad, advice)
     return CoverageReport(
         method=spec.name, source=source, inputs=inputs, outputs=outputs,
         path_nodes=len(path), covered=dict(sorted(covered.items())), linear=linear,

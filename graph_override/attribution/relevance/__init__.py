@@ -3,7 +3,8 @@ composites: the parts of the attribution method ``lrp``
 (`graph_override.attribution.lrp(model, x, target, composite=...)`).
 
 `composite`, `COMPOSITES` and `Composite` choose the rule of each layer;
-`rule` makes a rule with its parameters (`RULES`). The modules:
+`rule` makes a rule with its parameters (`RULES`; z-box's bounds for a
+model of several inputs may be one per input, `PerInput`). The modules:
 `structure` (the layers and the other parts of a frozen graph's path),
 `canonize` (batch normalizations folded into the layers before them),
 `rules` and `layer_math` (the rules as data and as TensorFlow ops),
@@ -24,6 +25,7 @@ Example:
 
 from graph_override.attribution.relevance.composites import (CANONIZERS, COMPOSITES, Composite,
                                                              composite)
-from graph_override.attribution.relevance.rules import RULES, LayerRule, rule
+from graph_override.attribution.relevance.rules import RULES, LayerRule, PerInput, rule
 
-__all__ = ["CANONIZERS", "COMPOSITES", "Composite", "LayerRule", "RULES", "composite", "rule"]
+__all__ = ["CANONIZERS", "COMPOSITES", "Composite", "LayerRule", "PerInput", "RULES",
+           "composite", "rule"]

@@ -80,7 +80,9 @@ def _chain(structure, layer, batch_norm):
         data = structure.data_inputs(nxt)
         live = structure.live_inputs(nxt)
         position = live.index(True) if True in live else -1
-        if position < 0 or data[position] not in (cur, cur + ":0"):
+        if position < 0 or data[position] not in (cur, cur + ":0") or any(
+                node_name(r) in structure.shaped for r, is_live in zip(data, live)
+                if not is_live):  # made from the input's shape: no constant to fold
             return chain
         if kind == "shift" and not (node.op == "Sub" and position == 1):
             chain.append(nxt)

@@ -11,7 +11,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from graph_override.attribution.relevance import canonize, gradients, structure as structure_lib
+from graph_override.attribution.relevance import canonize, gradients, rules
+from graph_override.attribution.relevance import structure as structure_lib
 from graph_override.errors import AttributionError
 from graph_override.frozen.graphdef.views import GRADIENT_ATTR
 
@@ -54,8 +55,11 @@ class Prepared:
 
 
 def prepare(graph_def, input_name, output_name, comp, covered=()):
-    """The `Prepared` graph of `comp` (a `composites.Composite`); `covered`:
-    op types the caller's own rules give a gradient to."""
+    """The `Prepared` graph of `comp` (a `composites.Composite`) from the
+    input `input_name` (a tensor name, or a list of them for a model of
+    several inputs) to `output_name`; `covered`: op types the caller's own
+    rules give a gradient to."""
+    names = [input_name] if isinstance(input_name, str) else list(input_name)
     first_look = structure_lib.analyze(graph_def, input_name, output_name)
     folded = canonize.fold(first_look, graph_def, comp.canonizers)
     look = structure_lib.analyze(folded, input_name, first_look.output)
@@ -77,8 +81,9 @@ def prepare(graph_def, input_name, output_name, comp, covered=()):
         data = 2 if node.op == "Conv2DBackpropInput" else 0
         node.attr["_lrp_nonneg"].b = look.nonneg(look.data_inputs(name)[data])
         if rule.name == "z_box":
-            for key in ("low", "high"):
-                node.attr["_lrp_" + key].tensor.CopyFrom(tf.make_tensor_proto(rule[key]))
+            for key, value in zip(("low", "high"), rules.bounds(
+                    rule, look.reached.get(name, (0,)), names, name)):
+                node.attr["_lrp_" + key].tensor.CopyFrom(tf.make_tensor_proto(value))
     if unmatched:
         raise AttributionError(
             "the composite %s has no rule for the layer(s) %s: add a pair that selects "

@@ -25,6 +25,13 @@ These are Zennit 0.5.1's `Epsilon`, `ZPlus`, `AlphaBeta`, `Gamma`, `WSquare`,
 `AlphaBetaRule` does; ``w_square(bias=False)`` is iNNvestigate's
 `WSquareRule`.
 
+``z_box``'s bounds l and h are numbers or arrays broadcasting to the
+layer's input; for a model of several inputs, one number for all, or one
+bound per input: a dict keyed by input names, or a list or tuple of as many
+bounds as the model has inputs, in its order (`PerInput`). A layer reached
+by several inputs (after their concatenation) takes their bound only where
+it is the same number for each.
+
 Example:
   >>> from graph_override.attribution import relevance
   >>> relevance.rule("alpha_beta", alpha=2)
@@ -41,7 +48,7 @@ import numpy as np
 
 from graph_override.errors import AttributionError
 
-__all__ = ["RULES", "LayerRule", "rule"]
+__all__ = ["RULES", "LayerRule", "PerInput", "bounds", "rule"]
 
 _STAB = ("stabilizer", 1e-6)
 
@@ -89,7 +96,89 @@ class LayerRule:
                                         if k not in ("low", "high")])
 
 
+@dataclasses.dataclass(frozen=True)
+class PerInput:
+    """A z_box bound per input of a model of several inputs (see the module
+    docstring): `values` in the model's order (`keys` None: a list or
+    tuple) or keyed by input names (`keys`: a dict's keys)."""
+
+    values: tuple
+    keys: tuple = None
+
+    def __repr__(self):
+        if self.keys is None:
+            return "[%s]" % ", ".join(_short(v) for v in self.values)
+        return "{%s}" % ", ".join("%r: %s" % (k, _short(v))
+                                  for k, v in zip(self.keys, self.values))
+
+    def in_order(self, names):
+        """The bounds of the inputs `names` (tensor names, the model's
+        order), or None where the values are one array for all (a list of
+        another length, a model of one input)."""
+        if self.keys is None:
+            if len(names) < 2 or len(self.values) != len(names):
+                return None
+            return list(self.values)
+        plain = [n[:-2] if n.endswith(":0") else n for n in names]
+        out = []
+        for name, short in zip(names, plain):
+            found = [v for k, v in zip(self.keys, self.values) if k in (name, short)]
+            if not found:
+                raise AttributionError(
+                    "LRP rule z_box: the bounds %r have no value for the input %s; give "
+                    "one per input of the model (%s), or one number for all" % (
+                        self, name, ", ".join(names)))
+            out.append(found[0])
+        extra = [k for k in self.keys if k not in names and k not in plain]
+        if extra:
+            raise AttributionError(
+                "LRP rule z_box: the bounds name %s, which the model does not take as an "
+                "input; its inputs: %s" % (", ".join(map(repr, extra)), ", ".join(names)))
+        return out
+
+
+def bounds(layer_rule, reached, names, layer):
+    """(low, high) of a z_box `layer_rule` on the layer op `layer`, which
+    the inputs of indices `reached` (of the model's `names`) reach.
+
+    Raises:
+      AttributionError: bounds per input on a layer that several inputs
+        with different bounds reach, or low > high.
+    """
+    out = []
+    for key in ("low", "high"):
+        value = layer_rule[key]
+        if isinstance(value, PerInput):
+            per = value.in_order(list(names))
+            if per is None:
+                value = np.asarray(value.values, np.float64)
+            else:
+                chosen = [per[i] for i in sorted(reached)]
+                first = np.asarray(chosen[0], np.float64)
+                if any(np.shape(c) != first.shape or np.any(np.asarray(c) != first)
+                       for c in chosen[1:]):
+                    raise AttributionError(
+                        "LRP rule z_box on the layer %r: it reads the inputs %s together "
+                        "(a concatenation, an add), whose %s bounds differ; give one number "
+                        "for all inputs, or another rule there" % (
+                            layer, ", ".join(names[i] for i in sorted(reached)), key))
+                value = chosen[0]
+        out.append(float(value) if np.ndim(value) == 0 else np.asarray(value, np.float64))
+    if np.any(np.asarray(out[0]) > np.asarray(out[1])):
+        raise AttributionError("LRP rule z_box on the layer %r: low > high somewhere" % layer)
+    return tuple(out)
+
+
+def _several(value):
+    """Whether a bound is given per input (checked where the inputs are
+    known: `bounds`)."""
+    return isinstance(value, (PerInput, dict)) or (isinstance(value, (list, tuple))
+                                                   and len(value) > 1)
+
+
 def _short(value):
+    if isinstance(value, PerInput):
+        return repr(value)
     if isinstance(value, np.ndarray):
         return "array%s" % (value.shape,)
     return repr(value)
@@ -199,9 +288,17 @@ def _bound(key, value, values):
         raise AttributionError(
             "LRP rule z_box needs low= and high=, the smallest and largest values the "
             "input can take (a number, or an array broadcasting to one example)")
+    if isinstance(value, PerInput):
+        return value
+    if values is not None and _several(value):
+        keys = tuple(value) if isinstance(value, dict) else None
+        items = list(value.values()) if isinstance(value, dict) else list(value)
+        return PerInput(tuple(_bound(key, v, None) for v in items), keys)
     array = np.asarray(value, dtype=np.float64)
     if not np.all(np.isfinite(array)):
         raise AttributionError("LRP rule z_box: %s holds values that are not finite" % key)
-    if key == "high" and np.any(np.asarray(values["low"], np.float64) > array):
+    low = (values or {}).get("low")
+    if key == "high" and values is not None and not _several(low) and np.any(
+            np.asarray(low, np.float64) > array):
         raise AttributionError("LRP rule z_box: low > high somewhere")
     return float(array) if array.ndim == 0 else array

@@ -1,8 +1,9 @@
 """What LRP sees in a frozen graph: the nodes on the path from the input to
 the output, each with its part.
 
-A node is *live* when it depends on the model's input; the path is the live
-nodes the output needs. On it:
+A node is *live* when it depends on one of the model's inputs (a model may
+have several: each node records which of them reach it); the path is the
+live nodes the output needs. On it:
 
 * a **layer** is a MatMul, Conv2D, DepthwiseConv2dNative or
   Conv2DBackpropInput whose weights are not live, with the chain of
@@ -15,8 +16,10 @@ nodes the output needs. On it:
   activation, pass relevance through unchanged;
 * **pools**: AvgPool, Mean and Sum share relevance in proportion to their
   inputs, MaxPool gives it to each window's maximum (its gradient);
-* **routing** ops (reshapes, pads, slices, concatenations, identities) move
-  relevance as their gradient moves values;
+* **routing** ops (reshapes, pads, slices, concatenations, splits, packs,
+  identities) move relevance as their gradient moves values: a
+  concatenation of two branches gives each branch the relevance of its
+  part;
 * everything else is **uncovered**: no rule says what its relevance is.
 """
 
@@ -61,6 +64,11 @@ class Structure:
       output: the output tensor explained (a Softmax at the output skipped).
       path: the path's node names, inputs before the nodes that read them.
       live: the names of all live nodes.
+      inputs: the input nodes, in the model's order.
+      reached: node name -> the indices (in `inputs`) of the inputs whose
+        values reach it.
+      shaped: the nodes that depend on an input at all, its shape included
+        (a tensor made from ``tf.shape(x)`` is not live, yet no constant).
       kind: node name -> its part ("layer", "residual", "shift", "scale",
         "batch_norm", "activation", "pool", "max_pool", "routing",
         "uncovered").
@@ -75,6 +83,9 @@ class Structure:
     kind: dict
     consumers: dict
     skipped_softmax: str = None
+    inputs: tuple = ()
+    reached: dict = dataclasses.field(default_factory=dict)
+    shaped: frozenset = frozenset()
 
     def live_inputs(self, name):
         """One flag per data input of the node: whether it is live."""
@@ -119,13 +130,14 @@ class Structure:
         return True
 
     def positions(self):
-        """(first, head, last): the layers nearest the input (no layer
-        between them and it), the MatMul layers no convolution follows, and
-        the layers no layer follows."""
+        """(first, head, last): the layers nearest an input (no layer
+        between them and it; with several inputs, the first layer on each
+        input's path), the MatMul layers no convolution follows, and the
+        layers no layer follows."""
         layers = set(self.layers())
         first = set()
-        todo = [n for n in self.path if self.nodes[n].op in ("Placeholder",
-                                                             "PlaceholderWithDefault")]
+        todo = [n for n in self.path if n in self.inputs or self.nodes[n].op in (
+            "Placeholder", "PlaceholderWithDefault")]
         seen = set(todo)
         while todo:
             name = todo.pop()
@@ -152,8 +164,8 @@ class Structure:
 
 
 def analyze(graph_def, input_name, output_name):
-    """The `Structure` of the path from `input_name` to `output_name`
-    (tensor names)."""
+    """The `Structure` of the path from `input_name` (a tensor name, or a
+    list of them for a model of several inputs) to `output_name`."""
     nodes = {n.name: n for n in graph_def.node}
     inputs = {n.name: list(n.input) for n in graph_def.node}
     out_node = node_name(output_name)
@@ -168,24 +180,42 @@ def analyze(graph_def, input_name, output_name):
             output_name += ":0"
     needed = ancestors(inputs, [out_node], control=False)
     order = _topological(needed, inputs)
-    in_node = node_name(input_name)
-    live = set()
-    for name in order:
-        if nodes[name].op in _NO_VALUES:
-            continue
-        if name == in_node or any(node_name(i) in live for i in inputs[name]
-                                  if not i.startswith("^")):
-            live.add(name)
+    in_nodes = tuple(node_name(n) for n in (
+        [input_name] if isinstance(input_name, str) else input_name))
+    reached = _reached(nodes, inputs, order, in_nodes)
+    live = set(reached)
     path = [n for n in order if n in live]
     consumers = collections.defaultdict(list)
     for n in graph_def.node:
         for i in n.input:
             if not i.startswith("^"):
                 consumers[node_name(i)].append(n.name)
-    structure = Structure(nodes, output_name, path, live, {}, dict(consumers), skipped)
+    shaped = set()
+    for name in order:
+        if name in in_nodes or any(node_name(i) in shaped for i in inputs[name]
+                                   if not i.startswith("^")):
+            shaped.add(name)
+    structure = Structure(nodes, output_name, path, live, {}, dict(consumers), skipped,
+                          in_nodes, reached, frozenset(shaped))
     for name in path:
         structure.kind[name] = _kind(structure, name)
     return structure
+
+
+def _reached(nodes, inputs, order, in_nodes):
+    """{node: the indices of the inputs `in_nodes` whose values reach it}
+    for the nodes of `order` (topological) that some input reaches."""
+    reached = {}
+    for name in order:
+        if nodes[name].op in _NO_VALUES:
+            continue
+        sources = set(i for i, n in enumerate(in_nodes) if n == name)
+        for ref in inputs[name]:
+            if not ref.startswith("^"):
+                sources.update(reached.get(node_name(ref), ()))
+        if sources:
+            reached[name] = frozenset(sources)
+    return reached
 
 
 def _topological(names, inputs):

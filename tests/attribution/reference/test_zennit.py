@@ -1,7 +1,9 @@
 """graph_override's LRP against Zennit 0.5.1 (PyTorch) on the same weights.
 
-Three networks, each built twice from one set of numpy weights (a Keras
+Four networks, each built twice from one set of numpy weights (a Keras
 model here, a torch module in zennit_maps.py): an MLP, a CNN with MaxPool,
+a model of two inputs (a conv branch and a dense branch, concatenated before
+a dense head: Zennit through torch's autograd on a module of two inputs),
 and a small ResNet block with batch normalizations and a residual add
 (canonized on both sides: Zennit's SequentialMergeBatchNorm, our
 ``batch_norm`` canonizer; under Keras 3 the batch normalization is frozen
@@ -60,6 +62,13 @@ COMPOSITES = {
 }
 METHODS = ([{"key": k, "rule": name, "params": p} for k, (name, p) in RULES.items()]
            + [{"key": k, "composite": k, "params": p} for k, p in COMPOSITES.items()])
+# two inputs: Zennit's first-layer composites take the first module of the
+# model (one layer); ours the first layer of each input's path, given to
+# Zennit by name ("first")
+TWO_METHODS = ([m for m in METHODS if m.get("composite") not in ("epsilon_plus_flat",
+                                                                   "epsilon_alpha2_beta1_flat")]
+               + [{"key": "epsilon_plus_flat", "composite": "epsilon_plus_flat",
+                   "params": {}, "first": ["a0", "b0"]}])
 
 
 def _weights(net, rng):
@@ -81,6 +90,10 @@ def _weights(net, rng):
     if net == "mlp":
         return {"d0_w": kernel(64, 16), "d0_b": bias(16), "d1_w": kernel(16, 16),
                 "d1_b": bias(16), "d2_w": kernel(16, 10), "d2_b": bias(10)}
+    if net == "two":
+        return {"a0_w": kernel(2, 2, 2, 3), "a0_b": bias(3), "b0_w": kernel(5, 4),
+                "b0_b": bias(4), "h_w": kernel(31, 6), "h_b": bias(6), "o_w": kernel(6, 3),
+                "o_b": bias(3)}
     if net == "cnn":
         return {"c0_w": kernel(3, 3, 1, 4), "c0_b": bias(4), "c1_w": kernel(3, 3, 4, 6),
                 "c1_b": bias(6), "d_w": kernel(54, 10), "d_b": bias(10)}
@@ -112,6 +125,14 @@ def _keras(net, a):
             if keys:
                 built.append((layer, [a[keys[0] + "_w"], a[keys[0] + "_b"]]))
         model = keras.Model(x, h)
+    elif net == "two":
+        x = [keras.Input((4, 4, 2), name="a"), keras.Input((5,), name="b")]
+        layers = [L.Conv2D(3, 2, name="a0"), L.Dense(4, name="b0"), L.Dense(6, name="h"),
+                  L.Dense(3, name="o")]
+        h = L.Concatenate()([L.Flatten()(L.ReLU()(layers[0](x[0]))),
+                             L.ReLU()(layers[1](x[1]))])
+        model = keras.Model(x, layers[3](L.ReLU()(layers[2](h))))
+        built = [(la, [a[la.name + "_w"], a[la.name + "_b"]]) for la in layers]
     elif net == "cnn":
         x = keras.Input((8, 8, 1))
         (c0, w0), (c1, w1) = conv("c0", "valid"), conv("c1", "same")
@@ -137,6 +158,10 @@ def _keras(net, a):
 
 
 def _inputs(net):
+    if net == "two":
+        rng = np.random.RandomState(3)
+        return ([rng.uniform(-1, 1, (5, 4, 4, 2)).astype(np.float32),
+                 rng.uniform(-1, 1, (5, 5)).astype(np.float32)], np.array([0, 1, 2, 1, 0]))
     images, labels = digits()
     x = images[:5].copy()
     x[0] = 0.0
@@ -145,19 +170,22 @@ def _inputs(net):
 
 class Case:
     def __init__(self, net, folder):
-        self.arrays = _weights(net, np.random.RandomState({"mlp": 0, "cnn": 1, "resnet": 2}[net]))
+        self.arrays = _weights(net, np.random.RandomState(
+            {"mlp": 0, "cnn": 1, "resnet": 2, "two": 4}[net]))
         self.x, self.target = _inputs(net)
         self.model = _keras(net, self.arrays)
         self.request = folder / ("%s.npz" % net)
-        np.savez(self.request, spec=json.dumps({"net": net, "methods": METHODS}), x=self.x,
-                 target=self.target, **self.arrays)
+        x = {"x": self.x[0], "x_b": self.x[1]} if net == "two" else {"x": self.x}
+        methods = TWO_METHODS if net == "two" else METHODS
+        np.savez(self.request, spec=json.dumps({"net": net, "methods": methods}),
+                 target=self.target, **x, **self.arrays)
         self.zennit = None
 
 
 @pytest.fixture(scope="module")
 def cases(zennit, tmp_path_factory):
     folder = tmp_path_factory.mktemp("zennit")
-    built = {net: Case(net, folder) for net in ("mlp", "cnn", "resnet")}
+    built = {net: Case(net, folder) for net in ("mlp", "cnn", "resnet", "two")}
     for case, result in zip(built.values(), zennit([c.request for c in built.values()])):
         case.zennit = result
     return built
@@ -172,7 +200,7 @@ def _ours(case, method):
     return attribution.lrp(case.model, case.x, case.target, composite=composite, start="one")
 
 
-@pytest.mark.parametrize("net", ["mlp", "cnn", "resnet"])
+@pytest.mark.parametrize("net", ["mlp", "cnn", "resnet", "two"])
 def test_same_network_on_both_sides(cases, net):
     case = cases[net]
     np.testing.assert_allclose(case.model(case.x).numpy(), case.zennit["logits"],
@@ -203,3 +231,29 @@ def test_lrp_equals_zennit(cases, net, key):
     assert worst <= max(RTOL * scale, ROUNDING * rounding), (
         "%s on %s: largest difference %.3g of %.3g (Zennit float32 - float64: %.3g)" % (
             key, net, worst, scale, rounding))
+
+
+@pytest.mark.parametrize("key", [m["key"] for m in TWO_METHODS])
+def test_lrp_of_two_inputs_equals_zennit(cases, key):
+    """A map per input, each equal to Zennit's relevance of that input."""
+    case = cases["two"]
+    method = next(m for m in TWO_METHODS if m["key"] == key)
+    ours = _ours(case, method).maps
+    theirs = [case.zennit[key + ".f64"], case.zennit[key + "_b.f64"]]
+    if key == "z":  # example 3's head units are all dead: Zennit's Epsilon(0) is 0/0
+        # at the output layer, NaN in every map of it; ours divides by 1e-7: zeros
+        rows = np.all(np.isfinite(theirs[1]), axis=1)
+        assert rows.tolist() == [True, True, True, False, True]
+        np.testing.assert_array_equal(ours[0][3], 0.0)
+        np.testing.assert_array_equal(ours[1][3], 0.0)
+        ours, theirs = [m[rows] for m in ours], [m[rows] for m in theirs]
+    rounding = max(float(np.nanmax(np.abs(case.zennit[k] - case.zennit[k + ".f64"])))
+                   for k in (key, key + "_b"))
+    scale = max(float(np.max(np.abs(t))) for t in theirs)
+    assert scale > 0 and all(np.abs(t).max() > 0 for t in theirs)
+    for got, want in zip(ours, theirs):
+        assert got.shape == want.shape
+        worst = float(np.max(np.abs(got - want)))
+        assert worst <= max(RTOL * scale, ROUNDING * rounding), (
+            "%s: largest difference %.3g of %.3g (Zennit float32 - float64: %.3g)" % (
+                key, worst, scale, rounding))

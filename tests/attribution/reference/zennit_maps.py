@@ -6,7 +6,9 @@ Runs inside the reference venv (compat/reference_venv.sh: torch, zennit
     python zennit_maps.py REQUEST.npz RESULT.npz [REQUEST.npz RESULT.npz ...]
 
 (reference_io.py). REQUEST holds `spec` (JSON: "net", one of "mlp", "cnn",
-"resnet", and "methods", a list of {"key", "composite" or "rule", "params"}),
+"resnet", "two" (two inputs, `x` and `x_b`), and "methods", a list of
+{"key", "composite" or "rule", "params", and "first": module names that get
+Flat before the composite's rules}),
 the inputs `x` in TensorFlow's layout (NHWC), `target` (a class per
 example) and the weights in TensorFlow's layouts (dense [in, out], conv
 HWIO; batch normalizations as gamma, beta, mean, var). RESULT holds
@@ -89,6 +91,22 @@ class ResNetBlock(nn.Module):
         return self.dense(self.flatten(self.pool(out)))
 
 
+class TwoInputs(nn.Module):
+    """a -> conv a0 (valid) -> relu -> flatten; b -> dense b0 -> relu;
+    concatenated -> dense h -> relu -> dense o."""
+
+    def __init__(self, arrays):
+        super().__init__()
+        self.a0, self.b0 = _conv(arrays, "a0", 0), _dense(arrays, "b0")
+        self.h, self.o = _dense(arrays, "h"), _dense(arrays, "o")
+        self.relu_a, self.relu_b, self.relu_h = nn.ReLU(), nn.ReLU(), nn.ReLU()
+        self.flatten = FlattenNHWC()
+
+    def forward(self, a, b):
+        h = torch.cat([self.flatten(self.relu_a(self.a0(a))), self.relu_b(self.b0(b))], 1)
+        return self.o(self.relu_h(self.h(h)))
+
+
 def build(net, arrays):
     if net == "mlp":
         model = nn.Sequential(_dense(arrays, "d0"), nn.ReLU(), _dense(arrays, "d1"), nn.ReLU(),
@@ -97,6 +115,8 @@ def build(net, arrays):
         model = nn.Sequential(_conv(arrays, "c0", 0), nn.ReLU(), nn.MaxPool2d(2),
                               _conv(arrays, "c1", 1), nn.ReLU(), FlattenNHWC(),
                               _dense(arrays, "d"))
+    elif net == "two":
+        model = TwoInputs(arrays)
     else:
         model = ResNetBlock(arrays)
     return model.float().eval()
@@ -117,7 +137,20 @@ def _composite(method):
     if "rule" in method:
         layer_map = composites.layer_map_base() + [(Linear, _rule(method["rule"], params))]
         return composites.LayerMapComposite(layer_map=layer_map, canonizers=canonizers)
-    return composites.COMPOSITES[method["composite"]](canonizers=canonizers, **params)
+    named = composites.COMPOSITES[method["composite"]](canonizers=canonizers, **params)
+    if method.get("first"):  # Flat on these (a first layer per input), then the composite
+        return composites.MixedComposite([
+            composites.NameMapComposite([(tuple(method["first"]), rules.Flat())]), named])
+    return named
+
+
+def _relevance(model, composite, inputs, one_hot):
+    """The relevance of each input: the gradient under the composite's hooks,
+    as Zennit's `Gradient` attributor computes it for one input."""
+    inputs = [x.clone().requires_grad_(True) for x in inputs]
+    with composite.context(model) as modified:
+        output = modified(*inputs)
+        return torch.autograd.grad((output,), inputs, grad_outputs=(one_hot,))
 
 
 def run(request):
@@ -130,17 +163,23 @@ def run(request):
         x = _t(request["x"]).to(dtype)
         if x.dim() == 4:
             x = x.permute(0, 3, 1, 2).contiguous()
+        inputs = [x] + ([_t(request["x_b"]).to(dtype)] if "x_b" in request else [])
         target = torch.from_numpy(request["target"].astype(np.int64))
         with torch.no_grad():
-            logits = model(x)
+            logits = model(*inputs)
         result["logits" + suffix] = logits.numpy()
         one_hot = torch.eye(logits.shape[1], dtype=dtype)[target]
         for method in spec["methods"]:
-            with Gradient(model=model, composite=_composite(method)) as attributor:
-                _, relevance = attributor(x.clone().requires_grad_(True), one_hot)
-            if relevance.dim() == 4:
-                relevance = relevance.permute(0, 2, 3, 1)
-            result[method["key"] + suffix] = relevance.detach().numpy()
+            if len(inputs) > 1:
+                maps = _relevance(model, _composite(method), inputs, one_hot)
+            else:
+                with Gradient(model=model, composite=_composite(method)) as attributor:
+                    maps = attributor(x.clone().requires_grad_(True), one_hot)[1:]
+            for k, relevance in enumerate(maps):
+                if relevance.dim() == 4:
+                    relevance = relevance.permute(0, 2, 3, 1)
+                key = method["key"] + ("_b" if k else "") + suffix
+                result[key] = relevance.detach().numpy()
     return result
 
 
