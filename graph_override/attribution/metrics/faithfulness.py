@@ -22,16 +22,22 @@ channels where the maps have no channel axis; features are ranked by value
 (`abs=True` ranks |value|), ties in index order; a removed feature takes
 `baseline` (a number or an array broadcast to x). Every curve starts with
 the unperturbed input (Quantus's pixel-flipping curve is ours without its
-first point, and its AUC is ours times the number of steps).
+first point, and its AUC is ours times the number of steps). A model of
+several inputs: x, the maps and a baseline given per input (a list or a
+dict), the features of all the inputs ranked together (`_several`).
 """
 
 import numpy as np
 
-from graph_override.attribution.metrics import _common, _setup
+from graph_override.attribution.metrics import _common, _setup, _several
 from graph_override.attribution.metrics._common import Score
 from graph_override.errors import AttributionError
 
 __all__ = ["deletion", "faithfulness_correlation", "insertion", "region_perturbation", "road"]
+
+
+def _plain_number(value):
+    return not _several.is_several(value) and np.ndim(value) == 0
 
 
 def _steps(features, features_in_step):
@@ -49,7 +55,8 @@ def _curve(name, model, x, maps, target, baseline, features_in_step, abs, batch_
     features, channels = _common.feature_view(x, maps)
     k, count, steps = _steps(features, features_in_step)
     ranked = _common.order(np.abs(maps) if abs else maps)
-    base = _setup.features_3d(_setup.baseline_like(baseline, x, name), n, features, channels)
+    base = _setup.features_3d(_setup.baseline_like(baseline, x, name, predict), n, features,
+                              channels)
     source = _setup.features_3d(x, n, features, channels)
     current = (base if insert else source).copy()
     fill = source if insert else base
@@ -61,7 +68,7 @@ def _curve(name, model, x, maps, target, baseline, features_in_step, abs, batch_
         idx = ranked[:, s * k:(s + 1) * k]
         current[rows, idx] = fill[rows, idx]
         curve[:, s + 1] = _setup.picked(predict(current.reshape(x.shape)), targets)
-    options = {"baseline": baseline if np.ndim(baseline) == 0 else "array",
+    options = {"baseline": baseline if _plain_number(baseline) else "array",
                "features_in_step": k, "abs": abs}
     return Score(name, _common.trapezoid(curve, steps), insert, curve, steps,
                  {k_: (float(v) if isinstance(v, np.floating) else v)
@@ -127,6 +134,7 @@ def region_perturbation(model, x, maps, target=None, *, patch_size=8, regions=10
     the border are cut where the padded grid leaves the image (Quantus's
     padding). Other arguments as `deletion`.
     """
+    _several.refuse(x, "region_perturbation", "square regions")
     if np.ndim(x) != 4:
         raise AttributionError("region_perturbation takes images (examples, height, width, "
                                "channels); x has shape %s" % (np.shape(x),))
@@ -181,8 +189,8 @@ def faithfulness_correlation(model, x, maps, target=None, *, runs=100, subset_si
         raise AttributionError("subset_size=%d: the maps have %d features"
                                % (subset_size, features))
     generator = _common.rng(seed)
-    base = _setup.features_3d(_setup.baseline_like(baseline, x, "faithfulness_correlation"),
-                              n, features, channels)
+    base = _setup.features_3d(_setup.baseline_like(baseline, x, "faithfulness_correlation",
+                                                   predict), n, features, channels)
     flat_maps = maps.reshape(n, features)
     before = _setup.picked(outputs, targets)
     relevance = np.empty((n, runs))
@@ -215,6 +223,7 @@ def road(model, x, maps, target=None, *, percentages=tuple(range(1, 100, 2)), or
     """
     from graph_override.attribution.metrics import _imputation
 
+    _several.refuse(x, "road", "pixels imputed from their neighbours")
     if np.ndim(x) != 4:
         raise AttributionError("road takes images (examples, height, width, channels); x has "
                                "shape %s" % (np.shape(x),))
