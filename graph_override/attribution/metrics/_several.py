@@ -42,10 +42,10 @@ def refuse(x, metric, what):
     """Refuses a model of several inputs for `metric`, which perturbs `what`."""
     if several.is_several(x):
         raise AttributionError(
-            "%s perturbs %s of one image input and is not defined for a model of several "
-            "inputs; score each input's maps with a one-input model, or use deletion, "
-            "insertion or faithfulness_correlation, which rank the features of all the "
-            "inputs together" % (metric, what))
+            "%s is not defined for a model of several inputs: it perturbs %s of one image "
+            "input. Use deletion, insertion or faithfulness_correlation, which rank the "
+            "features of all the inputs together, or score a model of one input" % (
+                metric, what))
 
 
 def _float(value, what):

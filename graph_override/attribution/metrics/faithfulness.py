@@ -223,7 +223,7 @@ def road(model, x, maps, target=None, *, percentages=tuple(range(1, 100, 2)), or
     """
     from graph_override.attribution.metrics import _imputation
 
-    _several.refuse(x, "road", "pixels imputed from their neighbours")
+    _several.refuse(x, "road", "pixels, each imputed from its neighbours,")
     if np.ndim(x) != 4:
         raise AttributionError("road takes images (examples, height, width, channels); x has "
                                "shape %s" % (np.shape(x),))
