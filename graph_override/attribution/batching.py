@@ -142,10 +142,10 @@ def batch_options(method, options, target, start, stop, n, x_ndim):
         target = np.asarray(target)[start:stop]
     options = dict(options)
     baseline = options.get("baseline")
-    if several.is_several(x_ndim):
-        if several.is_several(baseline):
+    if baseline is not None and several.is_several(baseline):
+        if several.is_several(x_ndim):  # one baseline per input, each cut as its input
             options["baseline"] = _cut_baseline(baseline, x_ndim, start, stop, n)
-    elif not several.is_several(baseline):
+    elif baseline is not None and not several.is_several(x_ndim):
         options["baseline"] = _cut(baseline, x_ndim, start, stop, n)
     if method == "smoothgrad":
         options["seed"] = smoothgrad_seed(options["seed"], start)
