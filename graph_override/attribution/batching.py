@@ -225,7 +225,20 @@ def as_source(explainer, data):
             names = explainer.input_names(data)
         except Exception:  # pylint: disable=broad-except  # names only label a message
             names = None
+    elif _takes_one_input(explainer):  # a dataset of (x, y) pairs: refused, saying how
+        return sources.as_source(data)
     return several_sources.as_source(data, names)
+
+
+def _takes_one_input(explainer):
+    """Whether the model is known to take one input: a graph of one input
+    name, a Keras model of one input (a TF2 callable takes what x gives)."""
+    try:
+        graph = explainer.model_graph(None)
+    except AttributeError:  # traced for each input's shape: not a fixed graph
+        inputs = models._keras_inputs(explainer.model)  # pylint: disable=protected-access
+        return inputs is not None and len(inputs) == 1
+    return len(graph.names) == 1
 
 
 def join(results):

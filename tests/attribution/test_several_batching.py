@@ -166,6 +166,20 @@ def test_the_batches_are_read_as_they_run_from_memory_mapped_npy_files(models, t
 
 
 def test_a_dataset_of_tuples_or_dicts_gives_the_arrays_maps(models):
+    """A tuple or dict per example is the inputs of a model of several; for
+    a graph or a Keras model of one input, a dataset of (x, label) pairs is
+    refused, saying to map it to the input."""
+    with tf.Graph().as_default() as g:
+        tf.identity(tf.compat.v1.placeholder(tf.float32, [None, 3], name="x") * 2.0,
+                    name="y")
+    keras = nets.keras_module()
+    one_input = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    pairs = tf.data.Dataset.from_tensor_slices((B, TARGETS))
+    for model in (attribution.Explainer(g.as_graph_def(), inputs="x:0", outputs="y:0"),
+                  attribution.Explainer(one_input)):
+        with pytest.raises(AttributionError, match=r"expected one tensor per example \(map "
+                                                   r"it to the input: ds.map\(lambda x, y: x"):
+            model.attribute("saliency", pairs, batch_size=4)
     explainer = models["keras"]
     whole = explainer.attribute("integrated_gradients", [A, B], TARGETS, batch_size=N, steps=3)
     as_tuples = tf.data.Dataset.from_tensor_slices((A, B))
@@ -258,3 +272,4 @@ def test_with_a_matmul_each_batch_is_the_method_on_its_rows_alone_bit_for_bit():
     whole = explainer.attribute("gradient_input", [A, B], TARGETS, batch_size=N)
     for got, want in zip(batched.maps, whole.maps):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
