@@ -1,9 +1,9 @@
 """Metrics of a model of several inputs: a model of two inputs that are the
 two halves of another model's one input scores exactly what that model
 scores (every metric defined for several inputs: the features of all the
-inputs ranked together, every input perturbed, the maps taken together);
-region perturbation and ROAD refuse several inputs naming the metric; maps
-that do not fit their input are refused naming it."""
+inputs ranked together, every input perturbed, the maps taken together,
+the regions of every image ranked together); ROAD refuses several inputs
+naming the metric; maps that do not fit their input are refused naming it."""
 
 import numpy as np
 import pytest
@@ -129,12 +129,56 @@ def test_evaluate_runs_the_metrics_on_several_inputs(models, maps):
         _equal(got[name], want[name])
 
 
-@pytest.mark.parametrize("metric", ["region_perturbation", "road"])
-def test_metrics_of_image_regions_refuse_several_inputs_by_name(models, metric):
-    images = [np.zeros((2, 4, 4, 1), np.float32)] * 2
-    with pytest.raises(AttributionError, match="^%s is not defined for a model of several "
-                                               "inputs: it perturbs " % metric):
-        getattr(metrics, metric)(models[1], images, images, 0)
+@pytest.fixture(scope="module")
+def image_models():
+    """(one image x [N, 4, 4, 1], two images a and b [N, 2, 4, 1] stacked
+    along the height into the same model)."""
+    w = RNG.randn(16, 3).astype(np.float32)
+
+    def model(x):
+        return tf.matmul(tf.nn.relu(tf.reshape(x, [-1, 16]) - 0.1), w, name="logits")
+
+    with tf.Graph().as_default() as one:
+        model(tf.compat.v1.placeholder(tf.float32, [None, 4, 4, 1], name="x"))
+    with tf.Graph().as_default() as two:
+        model(tf.concat([tf.compat.v1.placeholder(tf.float32, [None, 2, 4, 1], name=n)
+                         for n in ("a", "b")], axis=1))
+    return (attribution.Explainer(one.as_graph_def(), inputs="x:0", outputs="logits:0"),
+            attribution.Explainer(two.as_graph_def(), inputs=["a:0", "b:0"],
+                                  outputs="logits:0"))
+
+
+@pytest.mark.parametrize("order", ["morf", "lerf", "random"])
+def test_region_perturbation_ranks_every_images_regions_together(image_models, order):
+    """Regions of 2x2 pixels on each input's own grid, ranked together: two
+    images that are the top and bottom halves of one score what it scores."""
+    one, two = image_models
+    images = RNG.uniform(0, 1, (3, 4, 4, 1)).astype(np.float32)
+    image_maps = one.attribute("gradient_input", images, 2).maps
+    image_maps[0, 0, :2] = image_maps[0, 2, :2] = 0.0  # tied regions, one in each input
+    want = metrics.region_perturbation(one, images, image_maps, 2, patch_size=2, order=order,
+                                       seed=1, baseline=0.5)
+    got = metrics.region_perturbation(two, [images[:, :2], images[:, 2:]],
+                                      [image_maps[:, :2], image_maps[:, 2:]], 2, patch_size=2,
+                                      order=order, seed=1, baseline=[0.5, 0.5])
+    _equal(got, want)
+    assert want.curve.shape == (3, 4) and np.abs(want.curve).max() > 0
+    with pytest.raises(AttributionError, match=r"patch_size=3 is larger than the image of "
+                                               r"input a:0 \(2x4\)"):
+        metrics.region_perturbation(two, [images[:, :2], images[:, 2:]],
+                                    [image_maps[:, :2], image_maps[:, 2:]], 2, patch_size=3)
+
+
+def test_road_refuses_several_inputs_and_region_perturbation_vectors_by_name(models,
+                                                                           image_models):
+    images = [np.zeros((2, 2, 4, 1), np.float32)] * 2
+    with pytest.raises(AttributionError, match="^road is not defined for a model of several "
+                                               "inputs: it perturbs pixels"):
+        metrics.road(image_models[1], images, images, 0)
+    with pytest.raises(AttributionError, match=r"region_perturbation takes images \(examples, "
+                                               r"height, width, channels\); the input a:0 has "
+                                               r"shape \(6, 4\)"):
+        metrics.region_perturbation(models[1], _halves(X), _halves(X), 0)
 
 
 def test_maps_that_do_not_fit_their_input_are_refused_naming_it(models, maps):

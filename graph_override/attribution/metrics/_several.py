@@ -20,9 +20,10 @@ The conventions this gives (Quantus has none for several inputs):
 * sparseness, complexity (the maps alone): of all the inputs' maps together,
   flattened and concatenated; call the metric on one input's maps for that
   input's score.
-* region_perturbation and ROAD perturb an image's square regions or a
-  pixel's neighbours: they take a model of one image input and refuse
-  several, naming the metric.
+* region_perturbation: the square regions of every image input (each on
+  its own grid) ranked together by their summed relevance.
+* ROAD imputes a pixel from its neighbours in one image: it takes a model of
+  one image input and refuses several, naming the metric.
 
 The maps of several inputs are given as the inputs are (a list in the
 model's order, or a dict keyed by input names), each of its input's shape.

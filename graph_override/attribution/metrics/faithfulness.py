@@ -132,10 +132,12 @@ def region_perturbation(model, x, maps, target=None, *, patch_size=8, regions=10
 
     x is a batch of images (examples, height, width, channels). Regions at
     the border are cut where the padded grid leaves the image (Quantus's
-    padding). Other arguments as `deletion`.
+    padding). Other arguments as `deletion`. A model of several image
+    inputs (x, maps and a baseline given per input): the regions of every
+    input, each on its own grid, ranked together (ties in the model's input
+    order, then row by row), each step removing the next wherever it is.
     """
-    _several.refuse(x, "region_perturbation", "square regions")
-    if np.ndim(x) != 4:
+    if not _several.is_several(x) and np.ndim(x) != 4:
         raise AttributionError("region_perturbation takes images (examples, height, width, "
                                "channels); x has shape %s" % (np.shape(x),))
     if order not in ("morf", "lerf", "random"):
@@ -144,32 +146,54 @@ def region_perturbation(model, x, maps, target=None, *, patch_size=8, regions=10
     regions = _common.positive_int(regions, "regions")
     predict, x, maps, targets, outputs = _setup.start(
         "region_perturbation", model, x, maps, target, batch_size, model_args)
-    n, h, w = x.shape[:3]
-    if patch_size > min(h, w):
-        raise AttributionError("patch_size=%d is larger than the image (%dx%d)"
-                               % (patch_size, h, w))
-    pixel_maps = maps if maps.ndim == 3 else maps.sum(axis=-1)
-    blocks = _blocks(h, w, patch_size)
-    sums = np.stack([pixel_maps[:, r, c].sum(axis=(1, 2)) for r, c in blocks], axis=1)
+    base = _setup.baseline_like(baseline, x, "region_perturbation", predict)
+    images, pack = _images(predict, x, maps, base)
+    n = len(x)
+    blocks = []
+    for k, (image, _, _, name) in enumerate(images):
+        h, w = image.shape[1:3]
+        if patch_size > min(h, w):
+            raise AttributionError("patch_size=%d is larger than the image%s (%dx%d)"
+                                   % (patch_size, name, h, w))
+        blocks += [(k, r, c) for r, c in _blocks(h, w, patch_size)]
+    sums = np.stack([images[k][1][:, r, c].sum(axis=(1, 2)) for k, r, c in blocks], axis=1)
     if order == "random":
         generator = _common.rng(seed)
         ranked = np.stack([generator.permutation(len(blocks)) for _ in range(n)])
     else:
         ranked = np.argsort(-sums if order == "morf" else sums, axis=1, kind="stable")
-    base = _setup.baseline_like(baseline, x, "region_perturbation")
-    current = x.copy()
+    current = [image.copy() for image, _, _, _ in images]
     before = _setup.picked(outputs, targets)
     count = min(regions, len(blocks))
     curve = np.empty((n, count))
     for s in range(count):
         for i in range(n):
-            r, c = blocks[ranked[i, s]]
-            current[i, r, c] = base[i, r, c]
-        curve[:, s] = before - _setup.picked(predict(current), targets)
+            k, r, c = blocks[ranked[i, s]]
+            current[k][i, r, c] = images[k][2][i, r, c]
+        curve[:, s] = before - _setup.picked(predict(pack(current)), targets)
     return Score("region_perturbation", curve.mean(axis=1), order != "lerf", curve,
                  np.arange(1, count + 1, dtype=np.float64),
                  {"patch_size": patch_size, "regions": count, "order": order,
                   "seed": seed})
+
+
+def _images(predict, x, maps, base):
+    """([(images, pixel maps, baseline, name) per image input], a function
+    that makes the model's batch of the images): one input as it is; several
+    unpacked from their packed rows, each refused by name if not images."""
+    packed = predict.packed
+    if packed is None:
+        return [(x, maps if maps.ndim == 3 else maps.sum(axis=-1), base, "")], \
+            lambda arrays: arrays[0]
+    parts = []
+    for name, image, pixel, value in zip(packed.names, packed.unpack(x), packed.unpack(maps),
+                                         packed.unpack(np.asarray(base, x.dtype))):
+        if image.ndim != 4:
+            raise AttributionError("region_perturbation takes images (examples, height, "
+                                   "width, channels); the input %s has shape %s"
+                                   % (name, image.shape))
+        parts.append((image, pixel.sum(axis=-1), value, " of input %s" % name))
+    return parts, packed.pack
 
 
 def faithfulness_correlation(model, x, maps, target=None, *, runs=100, subset_size=224,
