@@ -2,8 +2,8 @@
 two halves of another model's one input scores exactly what that model
 scores (every metric defined for several inputs: the features of all the
 inputs ranked together, every input perturbed, the maps taken together,
-the regions of every image ranked together); ROAD refuses several inputs
-naming the metric; maps that do not fit their input are refused naming it."""
+the regions and pixels of every image ranked together); an input that is
+not images, or maps that do not fit their input, are refused naming it."""
 
 import numpy as np
 import pytest
@@ -169,16 +169,55 @@ def test_region_perturbation_ranks_every_images_regions_together(image_models, o
                                     [image_maps[:, :2], image_maps[:, 2:]], 2, patch_size=3)
 
 
-def test_road_refuses_several_inputs_and_region_perturbation_vectors_by_name(models,
-                                                                           image_models):
-    images = [np.zeros((2, 2, 4, 1), np.float32)] * 2
-    with pytest.raises(AttributionError, match="^road is not defined for a model of several "
-                                               "inputs: it perturbs pixels"):
-        metrics.road(image_models[1], images, images, 0)
-    with pytest.raises(AttributionError, match=r"region_perturbation takes images \(examples, "
-                                               r"height, width, channels\); the input a:0 has "
-                                               r"shape \(6, 4\)"):
-        metrics.region_perturbation(models[1], _halves(X), _halves(X), 0)
+@pytest.mark.parametrize("order", ["morf", "lerf"])
+def test_road_ranks_every_images_pixels_together_and_imputes_each_in_its_image(
+        image_models, order):
+    """p % of all the pixels of both images, ranked together, each image's
+    imputed within it (noise drawn example by example, input by input): a
+    loop over `_imputation.impute` as the docstring states it."""
+    from graph_override.attribution.metrics import _imputation
+
+    two = image_models[1]
+    rng = np.random.RandomState(3)
+    a = rng.uniform(0, 1, (3, 2, 4, 1)).astype(np.float32)
+    b = rng.uniform(0, 1, (3, 3, 3, 1)).astype(np.float32)
+    with tf.Graph().as_default() as g:  # images of two sizes
+        pa = tf.compat.v1.placeholder(tf.float32, [None, 2, 4, 1], name="a")
+        pb = tf.compat.v1.placeholder(tf.float32, [None, 3, 3, 1], name="b")
+        tf.matmul(tf.concat([tf.reshape(pa, [-1, 8]), tf.reshape(pb, [-1, 9])], 1),
+                  rng.randn(17, 3).astype(np.float32), name="logits")
+    del two
+    model = attribution.Explainer(g.as_graph_def(), inputs=["a:0", "b:0"], outputs="logits:0")
+    maps = model.attribute("gradient_input", [a, b]).maps  # each example's top class
+    percentages = (10, 30, 40)
+    got = metrics.road(model, [a, b], maps, percentages=percentages, order=order,
+                       noise=1.0, seed=4)
+    flat = np.concatenate([maps[0].reshape(3, -1), maps[1].reshape(3, -1)], axis=1)
+    ranked = np.argsort(-flat if order == "morf" else flat, axis=1, kind="stable")
+    generator = np.random.default_rng(4)
+    want = np.empty((3, 3))
+    for j, p in enumerate(percentages):
+        count = int(17 * p / 100)
+        moved = [a.copy(), b.copy()]
+        for i in range(3):
+            chosen = ranked[i, :count]
+            for k, (start, stop) in enumerate([(0, 8), (8, 17)]):
+                moved[k][i] = _imputation.impute(
+                    [a, b][k][i], chosen[(chosen >= start) & (chosen < stop)] - start, 1.0,
+                    generator)
+        predicted = np.argmax(model.attribute("saliency", moved, 0).outputs, axis=1)
+        want[:, j] = predicted == np.argmax(model.attribute("saliency", [a, b], 0).outputs,
+                                            axis=1)
+    np.testing.assert_array_equal(got.curve, want)
+    assert 0 < want.sum() < want.size  # some examples change class, some do not
+
+
+@pytest.mark.parametrize("metric", ["region_perturbation", "road"])
+def test_image_metrics_refuse_an_input_that_is_not_images_naming_it(models, metric):
+    with pytest.raises(AttributionError, match=r"%s takes images \(examples, height, width, "
+                                               r"channels\); the input a:0 has shape \(6, 4\)"
+                                               % metric):
+        getattr(metrics, metric)(models[1], _halves(X), _halves(X), 0)
 
 
 def test_maps_that_do_not_fit_their_input_are_refused_naming_it(models, maps):

@@ -4,7 +4,8 @@ map per input, a run killed with SIGKILL and resumed gives the maps of one
 uninterrupted process bit for bit (the mechanism of test_cli_explain_shards:
 a process forked from tests/warm_python.py's server that kills itself);
 `evaluate` scores the two inputs as the model of their concatenation; inputs
-of different numbers of examples are refused, naming them."""
+of different numbers of examples, or that a metric cannot take, are refused,
+naming them."""
 
 import json
 import os
@@ -166,5 +167,6 @@ def test_evaluate_scores_two_inputs_as_the_model_of_their_concatenation(folder, 
                                  "--outputs", "logits:0", "--data", data, "--maps",
                                  str(folder / "two_maps.npz"), "--metric", "road", "-o",
                                  str(folder / "road.json")])
-    assert code == 2 and "road is not defined for a model of several inputs" in err
+    assert code == 2 and ("road takes images (examples, height, width, channels); the input "
+                          "a:0 has shape (10, 5)") in err
     assert not os.path.exists(folder / "road.json")

@@ -22,8 +22,10 @@ The conventions this gives (Quantus has none for several inputs):
   input's score.
 * region_perturbation: the square regions of every image input (each on
   its own grid) ranked together by their summed relevance.
-* ROAD imputes a pixel from its neighbours in one image: it takes a model of
-  one image input and refuses several, naming the metric.
+* ROAD: the pixels of every image input ranked together, p % of all of
+  them removed, each imputed from its neighbours in its own image.
+* region_perturbation and ROAD refuse an input that is not a batch of
+  images, naming it.
 
 The maps of several inputs are given as the inputs are (a list in the
 model's order, or a dict keyed by input names), each of its input's shape.
@@ -34,19 +36,9 @@ import numpy as np
 from graph_override.attribution import several
 from graph_override.errors import AttributionError
 
-__all__ = ["concatenated", "is_several", "pack", "pack_baseline", "pack_maps", "refuse"]
+__all__ = ["concatenated", "is_several", "pack", "pack_baseline", "pack_maps"]
 
 is_several = several.is_several
-
-
-def refuse(x, metric, what):
-    """Refuses a model of several inputs for `metric`, which perturbs `what`."""
-    if several.is_several(x):
-        raise AttributionError(
-            "%s is not defined for a model of several inputs: it perturbs %s of one image "
-            "input. Use deletion, insertion or faithfulness_correlation, which rank the "
-            "features of all the inputs together, or score a model of one input" % (
-                metric, what))
 
 
 def _float(value, what):

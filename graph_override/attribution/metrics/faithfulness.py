@@ -177,7 +177,7 @@ def region_perturbation(model, x, maps, target=None, *, patch_size=8, regions=10
                   "seed": seed})
 
 
-def _images(predict, x, maps, base):
+def _images(predict, x, maps, base, metric="region_perturbation"):
     """([(images, pixel maps, baseline, name) per image input], a function
     that makes the model's batch of the images): one input as it is; several
     unpacked from their packed rows, each refused by name if not images."""
@@ -189,9 +189,8 @@ def _images(predict, x, maps, base):
     for name, image, pixel, value in zip(packed.names, packed.unpack(x), packed.unpack(maps),
                                          packed.unpack(np.asarray(base, x.dtype))):
         if image.ndim != 4:
-            raise AttributionError("region_perturbation takes images (examples, height, "
-                                   "width, channels); the input %s has shape %s"
-                                   % (name, image.shape))
+            raise AttributionError("%s takes images (examples, height, width, channels); "
+                                   "the input %s has shape %s" % (metric, name, image.shape))
         parts.append((image, pixel.sum(axis=-1), value, " of input %s" % name))
     return parts, packed.pack
 
@@ -243,12 +242,15 @@ def road(model, x, maps, target=None, *, percentages=tuple(range(1, 100, 2)), or
 
     x is a batch of images (examples, height, width, channels); maps with a
     channel axis rank pixels by their sum over channels. Needs SciPy (a
-    requirement of scikit-learn, which graph_override requires).
+    requirement of scikit-learn, which graph_override requires). A model of
+    several image inputs (x and the maps given per input): the pixels of
+    every input ranked together, p % of all of them removed, each input's
+    imputed from its neighbours in its own image (the noise drawn example by
+    example, in the model's input order).
     """
     from graph_override.attribution.metrics import _imputation
 
-    _several.refuse(x, "road", "pixels, each imputed from its neighbours,")
-    if np.ndim(x) != 4:
+    if not _several.is_several(x) and np.ndim(x) != 4:
         raise AttributionError("road takes images (examples, height, width, channels); x has "
                                "shape %s" % (np.shape(x),))
     if order not in ("morf", "lerf"):
@@ -258,15 +260,21 @@ def road(model, x, maps, target=None, *, percentages=tuple(range(1, 100, 2)), or
         raise AttributionError("percentages=%r: give numbers from 0 to 100" % (percentages,))
     predict, x, maps, targets, _ = _setup.start("road", model, x, maps, target, batch_size,
                                                 model_args)
-    n, h, w, _ = x.shape
-    pixel_maps = (maps if maps.ndim == 3 else maps.sum(axis=-1)).reshape(n, h * w)
+    images, pack = _images(predict, x, maps, x, "road")
+    n = len(x)
+    pixel_maps = np.concatenate([m.reshape(n, -1) for _, m, _, _ in images], axis=1)
+    ends = np.cumsum([0] + [m[0].size for _, m, _, _ in images])
     ranked = _common.order(pixel_maps if order == "morf" else -pixel_maps)
     generator = _common.rng(seed)
     curve = np.empty((n, len(percentages)))
     for j, p in enumerate(percentages):
-        count = int(h * w * p / 100)
-        imputed = np.stack([_imputation.impute(x[i], ranked[i, :count], noise, generator)
-                            for i in range(n)])
-        curve[:, j] = (np.argmax(predict(imputed), axis=1) == targets).astype(np.float64)
+        count = int(pixel_maps.shape[1] * p / 100)
+        imputed = [np.empty_like(image) for image, _, _, _ in images]
+        for i in range(n):
+            chosen = ranked[i, :count]
+            for k, (image, _, _, _) in enumerate(images):
+                mine = chosen[(chosen >= ends[k]) & (chosen < ends[k + 1])] - ends[k]
+                imputed[k][i] = _imputation.impute(image[i], mine, noise, generator)
+        curve[:, j] = (np.argmax(predict(pack(imputed)), axis=1) == targets).astype(np.float64)
     return Score("road", curve.mean(axis=1), order == "lerf", curve,
                  np.asarray(percentages), {"order": order, "noise": noise, "seed": seed})
