@@ -25,7 +25,12 @@ by the seed and the batch size. Without a seed, one is drawn for the run.
 Per-example options are cut with the batch: a target array (one class per
 example) and a baseline of x's shape; a number, an int class, a callable,
 one example's baseline are given to every batch as they are. The inputs of a
-model of several inputs (a list or dict of arrays) run as one batch. A warning
+model of several inputs (a list or dict of arrays, memory-mapped ``.npy``
+files or sources: `several_sources`) are cut together: every input along its
+first axis at the same rows (all must hold the same number of examples), a
+baseline per input cut likewise where it has one row per example; the
+batches' maps are joined per input, in the inputs' structure. The default
+batch size then counts the values of all the inputs of an example. A warning
 that several batches raise is given once, and that the maps vanish only
 where every batch's maps vanish.
 """
@@ -34,12 +39,12 @@ import warnings
 
 import numpy as np
 
-from graph_override.attribution import checks, methods, models, several, sources
+from graph_override.attribution import checks, methods, models, several, several_sources, sources
 from graph_override.errors import AttributionError
 
-__all__ = ["DEFAULT_VALUES", "MAX_DEFAULT_BATCH", "attribute", "batch_options",
+__all__ = ["DEFAULT_VALUES", "MAX_DEFAULT_BATCH", "as_source", "attribute", "batch_options",
            "batch_size_for", "batches", "check_batch_size", "default_batch_size", "fixed_batch",
-           "join", "progress_bar", "smoothgrad_seed", "warn_once", "with_seed"]
+           "join", "ndims", "progress_bar", "smoothgrad_seed", "warn_once", "with_seed"]
 
 DEFAULT_VALUES = 2 ** 21
 MAX_DEFAULT_BATCH = 256
@@ -94,17 +99,54 @@ def _per_example(value, n):
     return shape is not None and len(shape) >= 1 and shape[0] == n
 
 
+def _cut(value, ndim, start, stop, n):
+    """`value` cut to the rows [start, stop) where it holds one row per
+    example of inputs of `ndim` dimensions (of `n` examples), else as it is."""
+    if value is not None and n is not None and np.ndim(value) == ndim and \
+            _per_example(value, n):
+        return np.asarray(value)[start:stop]
+    return value
+
+
+def _cut_baseline(baseline, x_ndim, start, stop, n):
+    """A baseline per input (a list or dict, as the inputs were given; a dict
+    key may leave out a tensor name's ":0") cut input by input."""
+    if isinstance(x_ndim, dict):
+        by_name = {several.plain_name(k): v for k, v in x_ndim.items()}
+        ndims = (lambda key, i: by_name.get(several.plain_name(key), -1))
+    else:
+        ndims = (lambda key, i: x_ndim[i] if i < len(x_ndim) else -1)
+    if isinstance(baseline, dict):
+        return {k: _cut(v, ndims(k, i), start, stop, n)
+                for i, (k, v) in enumerate(baseline.items())}
+    return [_cut(v, ndims(None, i), start, stop, n) for i, v in enumerate(baseline)]
+
+
+def ndims(x):
+    """The number of dimensions of the batch `x`, or for several inputs
+    theirs in the same structure (a list or dict): what `batch_options`
+    compares a baseline with."""
+    if isinstance(x, dict):
+        return {k: np.ndim(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [np.ndim(v) for v in x]
+    return x.ndim
+
+
 def batch_options(method, options, target, start, stop, n, x_ndim):
     """(target, options) for the rows [start, stop) of `n` examples (None:
     not known, a stream): per-example arrays cut, SmoothGrad's seed set
-    for the batch."""
+    for the batch. `x_ndim` is `ndims` of a batch (for several inputs, a
+    list or dict: a baseline per input is cut input by input)."""
     if n is not None and not isinstance(target, (int, np.integer)) and _per_example(target, n):
         target = np.asarray(target)[start:stop]
     options = dict(options)
     baseline = options.get("baseline")
-    if (baseline is not None and n is not None and np.ndim(baseline) == x_ndim
-            and _per_example(baseline, n)):
-        options["baseline"] = np.asarray(baseline)[start:stop]
+    if baseline is not None and several.is_several(baseline):
+        if several.is_several(x_ndim):  # one baseline per input, each cut as its input
+            options["baseline"] = _cut_baseline(baseline, x_ndim, start, stop, n)
+    elif baseline is not None and not several.is_several(x_ndim):
+        options["baseline"] = _cut(baseline, x_ndim, start, stop, n)
     if method == "smoothgrad":
         options["seed"] = smoothgrad_seed(options["seed"], start)
     return target, options
@@ -127,7 +169,8 @@ def batch_size_for(explainer, source, batch_size=None):
     model = explainer.model
     fixed = (fixed_batch(explainer.model_graph(None))
              if model is None or models.is_graph_model(model) else None)
-    if fixed is not None and isinstance(source, sources.ArraySource):
+    if fixed is not None and (isinstance(source, sources.ArraySource)
+                              or getattr(source, "in_memory", False)):
         return max(1, source.count)
     return default_batch_size(source.example_shape, fixed)
 
@@ -139,19 +182,22 @@ def batches(explainer, method, data, target=None, *, batch_size=None, start=0, s
     (None: the end), each batch `explainer.run_batch` of `batch_size` rows
     (None: `batch_size_for`): the memory of one batch, whatever the number
     of examples. `progress`: a progress bar on stderr (tqdm), or its label.
+    For a model of several inputs, `data` is a list or dict of them (or a
+    `several_sources` source), and each batch's maps are in that structure.
     """
-    source = sources.as_source(data)
+    source = as_source(explainer, data)
     size = batch_size_for(explainer, source, batch_size)
     n = source.count
     options = with_seed(method, options)
     bar = progress_bar(progress, (stop if stop is not None else n), start)
     try:
         for first, x in source.batches(size, start, stop):
+            rows = several_sources.rows(x)
             batch_target, batch_opts = batch_options(method, options, target, first,
-                                                     first + len(x), n, x.ndim)
+                                                     first + rows, n, ndims(x))
             result = explainer.run_batch(method, x, batch_target, batch_opts)
             if bar is not None:
-                bar.update(len(x))
+                bar.update(rows)
             yield first, result
     finally:
         if bar is not None:
@@ -170,13 +216,45 @@ def progress_bar(progress, total, start=0):
                 leave=False)
 
 
+def as_source(explainer, data):
+    """`data` as a source (`several_sources.as_source`), the model's input
+    names in the message of inputs whose numbers of examples differ."""
+    names = None
+    if several.is_several(data):
+        try:
+            names = explainer.input_names(data)
+        except Exception:  # pylint: disable=broad-except  # names only label a message
+            names = None
+    elif _takes_one_input(explainer):  # a dataset of (x, y) pairs: refused, saying how
+        return sources.as_source(data)
+    return several_sources.as_source(data, names)
+
+
+def _takes_one_input(explainer):
+    """Whether the model is known to take one input: a graph of one input
+    name, a Keras model of one input (a TF2 callable takes what x gives)."""
+    try:
+        graph = explainer.model_graph(None)
+    except AttributeError:  # traced for each input's shape: not a fixed graph
+        inputs = models._keras_inputs(explainer.model)  # pylint: disable=protected-access
+        return inputs is not None and len(inputs) == 1
+    return len(graph.names) == 1
+
+
 def join(results):
-    """One `Attribution` of the per-batch `results` (in row order)."""
+    """One `Attribution` of the per-batch `results` (in row order); maps of
+    several inputs (a list or dict per batch) joined input by input."""
     first = results[0]
 
     def cat(name):
         parts = [getattr(r, name) for r in results]
-        return None if any(p is None for p in parts) else np.concatenate(parts)
+        if any(p is None for p in parts):
+            return None
+        if isinstance(parts[0], dict):
+            return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        if isinstance(parts[0], (list, tuple)):
+            return [np.concatenate([p[i] for p in parts]) for i in range(len(parts[0]))]
+        return np.concatenate(parts)
 
     return methods.Attribution(maps=cat("maps"), method=first.method, targets=cat("targets"),
                                outputs=cat("outputs"), delta=cat("delta"))
@@ -199,14 +277,15 @@ def attribute(explainer, method, data, target, batch_size, progress, options):
     """The `Attribution` of all of `data` (`Explainer.attribute`): one call
     where one batch holds it, else `batches` joined, each warning of the
     batches given once."""
-    if several.is_several(data):  # a model of several inputs: one batch
-        check_batch_size(batch_size)
-        return explainer.run_batch(method, data, target, options)
-    source = sources.as_source(data)
+    source = as_source(explainer, data)
     size = batch_size_for(explainer, source, batch_size)
-    if isinstance(source, sources.ArraySource) and not progress and source.count <= size:
-        return explainer.run_batch(method, source.array if data is source else data, target,
-                                   options)
+    if not progress and source.count is not None and source.count <= size:
+        if isinstance(source, sources.ArraySource):
+            return explainer.run_batch(method, source.array if data is source else data,
+                                       target, options)
+        if several.is_several(data) and source.in_memory:  # all in one batch, as given
+            return explainer.run_batch(method, source.structure(
+                [p.array for p in source.parts]), target, options)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         results = [r for _, r in batches(explainer, method, source, target, batch_size=size,

@@ -191,8 +191,10 @@ class Explainer:
           x: the inputs, first dimension the examples (float ndarray, memmap,
             tensor), a ``tf.data.Dataset`` or an `attribution.sources` source;
             for a model of several inputs, a list of them (the model's order)
-            or a dict keyed by input names, and the maps (a baseline too) in
-            the same structure (`several`; one batch).
+            or a dict keyed by input names (arrays, memory-mapped ``.npy``
+            sources), or a ``tf.data.Dataset`` of tuples or dicts, and the
+            maps (a baseline too) in the same structure (`several`; every
+            input cut at the same rows: `several_sources`).
           target: what to explain per example: None (the argmax of the
             output), an int class for all, an int array with one class per
             example, or a callable of the output tensor returning one scalar

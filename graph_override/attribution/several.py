@@ -92,6 +92,12 @@ class Packed:
         return self.pack([per_input(v, a, "baseline for input %s" % name)
                           for v, a, name in zip(values, arrays, self.names)])
 
+    def ordered(self, given, what):
+        """The values of `given` (a list in the model's order, or a dict keyed
+        by input names) in the model's order; AttributionError naming the
+        inputs for anything else."""
+        return self._in_order(given, what)
+
     def _in_order(self, given, what):
         """The values of `given` (a list or dict like the inputs) in the
         model's order."""

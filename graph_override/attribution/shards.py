@@ -22,6 +22,15 @@ what was computed:
 * ``count``: the examples; ``shards``: one entry per finished shard, in row
   order: ``file``, ``rows`` [first, end), ``sha256`` of the file.
 
+A model of several inputs (the data a list or dict of arrays, ``.npy``
+files or sources, or a ``tf.data.Dataset`` of tuples or dicts: see
+`graph_override.attribution.several_sources`) has its maps written per
+input: a shard holds ``maps/NAME`` for each input (NAME its tensor name
+without ":0"), and the manifest lists the inputs under ``inputs``, in the
+model's order: each one's ``name``, the ``key`` the caller gave it (null for
+a list) and its shard array ``maps``; `read_maps` gives them back as the
+inputs were given (a list or a dict).
+
 A run killed at any point leaves finished shards and a manifest that lists
 them (and at most one finished shard it does not list yet, which a resumed
 run checks and adopts). ``resume=True`` continues where the run stopped,
@@ -40,7 +49,7 @@ import warnings
 
 import numpy as np
 
-from graph_override.attribution import batching, sources
+from graph_override.attribution import batching, several, sources
 from graph_override.errors import AttributionError
 
 __all__ = ["FORMAT", "MANIFEST", "default_shard_size", "explain_to_folder", "model_digest",
@@ -57,9 +66,11 @@ def default_shard_size(batch_size):
     return batch_size * -(-_MIN_SHARD // batch_size)
 
 
-def model_digest(explainer, x):
+def model_digest(explainer, x, packed=None):
     """The sha256 of the model: its file (every file of a folder, by
-    relative path), or the frozen GraphDef of a model given as an object."""
+    relative path), or the frozen GraphDef of a model given as an object
+    (traced for inputs like `x`; with `packed`, several inputs' packed
+    batch)."""
     model = explainer.model
     if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
         path = os.fsdecode(model)
@@ -73,7 +84,7 @@ def model_digest(explainer, x):
                                   + b"\0" + sources.file_digest(full).encode() + b"\0")
             return digest.hexdigest()
         return sources.file_digest(path)
-    graph = explainer.model_graph(x)
+    graph = explainer.model_graph(x, packed)
     return hashlib.sha256(graph.graph_def.SerializeToString(deterministic=True)).hexdigest()
 
 
@@ -122,18 +133,47 @@ def read_manifest(folder):
 
 
 def read_maps(folder):
-    """The maps of every listed shard of `folder`, joined (an ndarray)."""
+    """The maps of every listed shard of `folder`, joined (an ndarray; for a
+    model of several inputs a list or dict of them, as the inputs were
+    given)."""
     manifest = read_manifest(folder)
-    parts = []
+    inputs = manifest.get("inputs")
+    members = ["maps"] if not inputs else [i["maps"] for i in inputs]
+    parts = {m: [] for m in members}
     for shard in manifest["shards"]:
         with np.load(os.path.join(folder, shard["file"]), allow_pickle=False) as data:
-            parts.append(data["maps"])
-    return np.concatenate(parts) if parts else None
+            for m in members:
+                parts[m].append(data[m])
+    if not manifest["shards"]:
+        return None
+    joined = [np.concatenate(parts[m]) for m in members]
+    if not inputs:
+        return joined[0]
+    if inputs[0]["key"] is None:
+        return joined
+    return {i["key"]: maps for i, maps in zip(inputs, joined)}
 
 
-def _shard_bytes(results):
+def _inputs(explainer, first):
+    """(`several.Packed`, the manifest's ``inputs``) of a batch `first` of
+    several inputs (a list or dict), or (None, None) for one input."""
+    if not several.is_several(first):
+        return None, None
+    packed, _ = several.arrange(first, explainer.input_names(first))
+    return packed, [{"name": name, "key": None if packed.keys is None else str(key),
+                     "maps": "maps/" + several.plain_name(name)}
+                    for name, key in zip(packed.names, packed.keys or packed.names)]
+
+
+def _shard_bytes(results, inputs=None):
     joined = batching.join(results)
-    arrays = {"maps": joined.maps, "outputs": joined.outputs}
+    if inputs:
+        maps = (list(joined.maps.values()) if isinstance(joined.maps, dict)
+                else list(joined.maps))  # a dict's keys in the order of `inputs`
+        arrays = {i["maps"]: m for i, m in zip(inputs, maps)}
+    else:
+        arrays = {"maps": joined.maps}
+    arrays["outputs"] = joined.outputs
     for name in ("targets", "delta"):
         if getattr(joined, name) is not None:
             arrays[name] = getattr(joined, name)
@@ -171,7 +211,7 @@ def _adopt(folder, manifest, start, stop):
         return start
     try:
         with np.load(path, allow_pickle=False) as data:
-            rows = len(data["maps"])
+            rows = len(data["outputs"])
     except (OSError, ValueError, KeyError):
         return start  # not a whole shard: computed again
     if rows != stop - start:
@@ -222,7 +262,7 @@ def explain_to_folder(explainer, method, data, folder, target=None, *, batch_siz
       resume: continue the run a manifest in `folder` describes.
       progress: a progress bar on stderr (tqdm).
     """
-    source = sources.as_source(data)
+    source = batching.as_source(explainer, data)
     if source.count is None:
         raise AttributionError("the data's length is not known (a tf.data.Dataset of unknown "
                                "cardinality): shards need it; use ds.apply("
@@ -237,13 +277,19 @@ def explain_to_folder(explainer, method, data, folder, target=None, *, batch_siz
         if resume and os.path.isfile(os.path.join(folder, MANIFEST)):
             options["seed"] = read_manifest(folder).get("options", {}).get("seed")
     first = next(source.batches(1, 0, 1))[1]
-    graph = explainer.model_graph(first)
+    packed, inputs = _inputs(explainer, first)
+    if packed is not None:
+        first = packed.pack(several.arrange(first, packed.names)[1])
+    graph = explainer.model_graph(first, packed)
     header = {"format": FORMAT, "method": method, "options": {
         k: _plain(v) for k, v in sorted(options.items())}, "target": _plain(target),
         "batch_size": size, "shard_size": int(shard_size), "input": source.describe(),
         "count": source.count, "versions": _versions(),
-        "model": {"source": graph.source, "sha256": model_digest(explainer, first),
+        "model": {"source": graph.source, "sha256": model_digest(explainer, first, packed),
                   "input": graph.input, "output": graph.output}}
+    if inputs:
+        header["inputs"] = inputs
+        header["model"]["input"] = list(graph.names)
     manifest = _prepare(folder, header, resume)
     start = _check_shards(folder, manifest)
     bar = batching.progress_bar(progress, source.count, start)
@@ -273,9 +319,10 @@ def _run_shards(explainer, method, source, target, folder, manifest, sizes, bar,
                                               **options):
                 results.append(result)
                 if bar is not None:
-                    bar.update(len(result.maps))
+                    bar.update(len(result.outputs))
             count += len(results)
-            _write_shard(folder, manifest, start, stop, _shard_bytes(results))
+            _write_shard(folder, manifest, start, stop,
+                         _shard_bytes(results, manifest.get("inputs")))
             start = stop
     finally:
         if bar is not None:

@@ -121,10 +121,14 @@ def _image_shape(graph):
 
 def open_source(args, explainer):
     """The `sources` source of --data: the .npy memory-mapped, a folder's
-    images or TFRecords resized to the model's input."""
+    images or TFRecords resized to the model's input; for several inputs, a
+    list of memory-mapped .npy files (one per input), or the arrays of a .npz
+    (numpy memory-maps .npy files only: a .npz's arrays are read whole)."""
     from graph_override.attribution import sources  # pylint: disable=import-outside-toplevel
-    if isinstance(args.data_array, (list, tuple, dict)):  # several inputs: as they were read
+    if isinstance(args.data_array, dict):  # several inputs from a .npz: read whole
         return args.data_array
+    if isinstance(args.data_array, (list, tuple)):  # a .npy per input, each memory-mapped
+        return [sources.NpySource(p.strip()) for p in args.data.split(",")]
     kind = data_kind(args.data)
     if kind == "npy":
         return sources.NpySource(args.data)

@@ -8,13 +8,15 @@ import json
 import os
 
 from graph_override.commands._explain_options import add_allow_option, target
-from graph_override.commands._explain_data import read_array
+from graph_override.commands._explain_data import read_array, read_arrays, several_names
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
 
 HELP = "score attribution maps: deletion/insertion, ROAD, max-sensitivity, sparseness, ..."
 _DESCRIPTION = (
     "Scores the attribution maps in --maps (a .npy array: one map per example of\n"
-    "--data, of its shape or without the channel axis) for the frozen GraphDef\n"
+    "--data, of its shape or without the channel axis; a model of several inputs:\n"
+    "one array per input in --data and --maps, each map of its input's shape,\n"
+    "the features of all the inputs ranked together) for the frozen GraphDef\n"
     "MODEL and the examples in --data, with the metrics of\n"
     "graph_override.attribution.metrics named in --metric (comma-separated, or\n"
     "`all`), and writes a JSON report to OUT: for each metric its mean, each\n"
@@ -58,7 +60,10 @@ DESCRIPTION = _DESCRIPTION % _describe()
 def configure(parser):
     parser.add_argument("model", metavar="MODEL", help="frozen GraphDef (.pb or .pbtxt)")
     parser.add_argument("--inputs", required=True, metavar="NAME:0",
-                        help="the input tensor the data feeds")
+                        help="the input tensor the data feeds; a model of several inputs: "
+                             "NAME:0,NAME:0,... (--data and --maps then give an array per "
+                             "input: FILE.npy,FILE.npy in that order, or a .npz keyed by "
+                             "the inputs' names, as `explain` writes)")
     parser.add_argument("--outputs", required=True, metavar="NAME:0",
                         help="the output tensor (logits or probabilities, as scored)")
     parser.add_argument("--data", required=True, metavar="FILE.npy", help="the examples")
@@ -147,7 +152,7 @@ def _check_files(args):
     if args.plot and _same(args.output, args.plot):
         return "-o and --plot name the same file %s" % args.output
     for flag, path in outs:
-        for read in (args.model, args.data, args.maps):
+        for read in [args.model] + args.data.split(",") + args.maps.split(","):
             if _same(path, read):
                 return "%s %s is an input of this run; write the result elsewhere" % (flag, path)
         folder = os.path.dirname(os.path.abspath(path))
@@ -195,21 +200,50 @@ def check(args):
         message = _picture.matplotlib_missing()
     if message is not None:
         return message
+    names = several_names(args.inputs)
     try:
-        args.x = read_array(args.data, "--data")
-        args.a = read_array(args.maps, "--maps")
+        if names is None:
+            args.x = read_array(args.data, "--data")
+            args.a = read_array(args.maps, "--maps")
+        else:  # several inputs: an array per input in each
+            args.x = read_arrays(args.data, names, "--data")
+            args.a = read_arrays(args.maps, names, "--maps")
     except AttributionError as e:
         return str(e)
-    if len(args.a) != len(args.x):
+    return _check_counts(args)
+
+
+def _examples(arrays, names):
+    """{label: examples} of --data or --maps (an array, a list in the order
+    of the input `names`, or a dict)."""
+    if isinstance(arrays, dict):
+        return {str(k): len(v) for k, v in arrays.items()}
+    if isinstance(arrays, list):
+        return {name: len(v) for name, v in zip(names, arrays)}
+    return {"": len(arrays)}
+
+
+def _check_counts(args):
+    """None, or why --maps and --data do not hold one map per example."""
+    names = several_names(args.inputs)
+    data, maps = _examples(args.x, names), _examples(args.a, names)
+    counts = set(data.values()) | set(maps.values())
+    if len(counts) == 1:
+        args.examples = counts.pop()
+        return None
+    if len(data) == 1 and len(maps) == 1:
         return "--maps %s holds %d maps, --data %s %d examples: give one map per example" % (
             args.maps, len(args.a), args.data, len(args.x))
-    return None
+    return ("--data %s and --maps %s: the inputs' arrays hold different numbers of examples "
+            "(--data %s; --maps %s): give every input one row per example, the same number" % (
+                args.data, args.maps, ", ".join("%s %d" % kv for kv in data.items()),
+                ", ".join("%s %d" % kv for kv in maps.items())))
 
 
 def _report(args, scores):
     from graph_override import __version__  # pylint: disable=import-outside-toplevel
     return {"model": args.model, "data": args.data, "maps": args.maps,
-            "examples": int(len(args.x)), "explain": args.explain,
+            "examples": int(args.examples), "explain": args.explain,
             "graph_override": __version__,
             "metrics": {name: score.as_dict() for name, score in scores.items()}}
 
@@ -221,7 +255,8 @@ def _run(args):
                             explain=args.explain or "saliency",
                             explain_options=args.explain_options,
                             options=args.metric_options, batch_size=args.batch_size,
-                            inputs=args.inputs, outputs=args.outputs,
+                            inputs=several_names(args.inputs) or args.inputs,
+                            outputs=args.outputs,
                             allow_ops=args.allow_ops)
     files = [(args.output, (json.dumps(_report(args, scores), indent=1) + "\n").encode())]
     if args.plot:

@@ -87,7 +87,8 @@ def configure(parser):
     parser.add_argument("--inputs", metavar="NAME:0",
                         help="the input tensor the data feeds (a GraphDef needs it); a model "
                              "of several inputs: NAME:0,NAME:0,... (--data then gives an "
-                             "array per input, and OUT is a .npz of a map per input)")
+                             "array per input, and OUT is a .npz of a map per input, or a "
+                             "folder of shards)")
     parser.add_argument("--outputs", metavar="NAME:0",
                         help="the output tensor to explain (logits, not probabilities; a "
                              "GraphDef needs it; a SavedModel's signature output key)")
@@ -95,10 +96,12 @@ def configure(parser):
     parser.add_argument("--data", required=True, metavar="FILE.npy|DIR|FILE.tfrecord",
                         help="the examples: a .npy array (first dimension the examples), "
                              "a folder of images or a TFRecord file; several inputs: "
-                             "FILE.npy,FILE.npy (in the order of --inputs) or FILE.npz")
+                             "FILE.npy,FILE.npy (in the order of --inputs, each read a "
+                             "batch at a time) or FILE.npz (read whole)")
     parser.add_argument("-o", "--output", required=True, metavar="OUT",
                         help="the .npy file to write the maps to, or the folder of shards "
-                             "(--shard-size); several inputs: a .npz, a map per input")
+                             "(--shard-size); several inputs: a .npz, a map per input, or "
+                             "the folder (each shard's maps/NAME per input)")
     parser.add_argument("--target", type=target, metavar="K",
                         help="the class to explain (K1,K2,...: one per example); "
                              "default: each example's top class")
@@ -208,9 +211,10 @@ def _check_several(args, names):
     if args.png:
         return ("--png draws the maps of a model of one input; leave it out for the "
                 "inputs %s (the maps are in OUT, one array per input)" % ", ".join(names))
-    if not args.output.endswith(".npz"):
+    if not args.output.endswith(".npz") and not _explain_stream.folder_mode(args):
         return ("-o %s: a model of several inputs (%s) gets a map per input: give a .npz "
-                "file, one array per input name" % (args.output, ", ".join(names)))
+                "file, one array per input name, or a folder of shards (--shard-size)" % (
+                    args.output, ", ".join(names)))
     try:
         args.data_array = read_arrays(args.data, names, "--data")
         args.baseline_array = read_baseline(

@@ -86,6 +86,7 @@ class Predictor:
         self.batch_size = batch_size
         self.calls = 0
         self.explainer = _explainer(model, inputs, outputs, session, allow_ops)
+        self.packed = None  # several inputs: how a row holds them (`_several.pack`)
 
     def __call__(self, x):
         x = np.asarray(x)
@@ -101,6 +102,11 @@ class Predictor:
         from graph_override._tensorflow import compat
 
         with compat.eager_scope():
+            if self.packed is not None:  # several inputs: each fed its part of the rows
+                function = self.explainer.function(x, (), self.packed)
+                dtypes = [s.dtype.as_numpy_dtype for s in function.specs()[0]]
+                return function(*[tf.constant(a.astype(d, copy=False)) for a, d in zip(
+                    self.packed.unpack(x), dtypes)]).numpy()
             function = self.explainer.function(x)
             return function(tf.constant(x.astype(function.specs()[0][0].dtype.as_numpy_dtype,
                                                  copy=False))).numpy()
@@ -121,11 +127,21 @@ class Explain:
             raise AttributionError("explain=%r: give a method name such as 'saliency' or a "
                                    "function (x, targets) -> maps" % (method,))
         self.batch_size = predictor.batch_size
+        self._predictor = predictor
 
     def __call__(self, x, targets):
-        parts = [np.asarray(self._function(x[s:s + self.batch_size],
-                                           targets[s:s + self.batch_size]))
-                 for s in range(0, len(x), self.batch_size)]
+        packed = self._predictor.packed
+        parts = []
+        for s in range(0, len(x), self.batch_size):
+            rows = x[s:s + self.batch_size]
+            if packed is None:
+                parts.append(np.asarray(self._function(rows, targets[s:s + self.batch_size])))
+                continue
+            from graph_override.attribution.metrics._several import pack_maps
+
+            maps = self._function(packed.structure(packed.unpack(rows)),
+                                  targets[s:s + self.batch_size])
+            parts.append(pack_maps(packed, maps, "the maps of the explain method", None))
         return np.concatenate(parts)
 
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from graph_override.attribution.metrics import _common
+from graph_override.attribution.metrics import _common, _several
 from graph_override.errors import AttributionError
 
 _MODEL_ARGS = ("inputs", "outputs", "session", "allow_ops")
@@ -18,9 +18,15 @@ def predictor(model, batch_size, model_args, metric):
 
 
 def start(metric, model, x, maps, target, batch_size, model_args):
-    """(predict, x, maps, targets, outputs on x) for a metric of maps."""
-    x, maps = _common.check_maps(x, maps)
-    predict = predictor(model, batch_size, model_args, metric)
+    """(predict, x, maps, targets, outputs on x) for a metric of maps; for a
+    model of several inputs (x a list or dict), x and the maps packed into
+    one row per example (`_several`)."""
+    if _several.is_several(x):
+        predict = predictor(model, batch_size, model_args, metric)
+        x, maps = _several.pack(predict, x, maps, metric=metric)
+    else:
+        x, maps = _common.check_maps(x, maps)
+        predict = predictor(model, batch_size, model_args, metric)
     outputs = predict(x)
     targets = _common.resolve_targets(target, outputs)
     return predict, x, maps, targets, outputs
@@ -31,9 +37,12 @@ def picked(outputs, targets):
     return outputs[np.arange(len(targets)), targets].astype(np.float64)
 
 
-def baseline_like(baseline, x, metric):
+def baseline_like(baseline, x, metric, predict=None):
     """The value a removed feature takes: a number, or an array that
-    broadcasts to x (one image for all, or one per example)."""
+    broadcasts to x (one image for all, or one per example); for several
+    inputs (`predict.packed`), a number or one such value per input."""
+    if predict is not None and predict.packed is not None:
+        baseline = _several.pack_baseline(predict.packed, baseline, len(x), metric)
     b = np.asarray(baseline, dtype=x.dtype)
     try:
         return np.broadcast_to(b, x.shape)

@@ -9,10 +9,15 @@ Each example's map is flattened; Quantus's conventions are kept so that the
 numbers agree with it: |maps| are divided by their largest value and 1e-7
 is added before the Gini index (an all-zero map scores 0), and the entropy
 takes log(p + 1e-12) (an all-zero map has no distribution: NaN).
+
+The maps of a model of several inputs (a list, or a dict in its order) are
+scored together: each example's maps of all the inputs flattened and
+concatenated, one distribution. For one input's score, give its maps alone.
 """
 
 import numpy as np
 
+from graph_override.attribution.metrics import _several
 from graph_override.attribution.metrics._common import Score
 from graph_override.errors import AttributionError
 
@@ -20,6 +25,8 @@ __all__ = ["complexity", "sparseness"]
 
 
 def _flat(maps, name):
+    if _several.is_several(maps):  # several inputs: all their maps together
+        maps = _several.concatenated(maps)
     maps = np.asarray(maps)
     if maps.ndim < 2 or not np.issubdtype(maps.dtype, np.number):
         raise AttributionError("%s: maps of shape %s; give a batch, first dimension the "

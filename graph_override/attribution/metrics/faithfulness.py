@@ -22,16 +22,22 @@ channels where the maps have no channel axis; features are ranked by value
 (`abs=True` ranks |value|), ties in index order; a removed feature takes
 `baseline` (a number or an array broadcast to x). Every curve starts with
 the unperturbed input (Quantus's pixel-flipping curve is ours without its
-first point, and its AUC is ours times the number of steps).
+first point, and its AUC is ours times the number of steps). A model of
+several inputs: x, the maps and a baseline given per input (a list or a
+dict), the features of all the inputs ranked together (`_several`).
 """
 
 import numpy as np
 
-from graph_override.attribution.metrics import _common, _setup
+from graph_override.attribution.metrics import _common, _setup, _several
 from graph_override.attribution.metrics._common import Score
 from graph_override.errors import AttributionError
 
 __all__ = ["deletion", "faithfulness_correlation", "insertion", "region_perturbation", "road"]
+
+
+def _plain_number(value):
+    return not _several.is_several(value) and np.ndim(value) == 0
 
 
 def _steps(features, features_in_step):
@@ -49,7 +55,8 @@ def _curve(name, model, x, maps, target, baseline, features_in_step, abs, batch_
     features, channels = _common.feature_view(x, maps)
     k, count, steps = _steps(features, features_in_step)
     ranked = _common.order(np.abs(maps) if abs else maps)
-    base = _setup.features_3d(_setup.baseline_like(baseline, x, name), n, features, channels)
+    base = _setup.features_3d(_setup.baseline_like(baseline, x, name, predict), n, features,
+                              channels)
     source = _setup.features_3d(x, n, features, channels)
     current = (base if insert else source).copy()
     fill = source if insert else base
@@ -61,7 +68,7 @@ def _curve(name, model, x, maps, target, baseline, features_in_step, abs, batch_
         idx = ranked[:, s * k:(s + 1) * k]
         current[rows, idx] = fill[rows, idx]
         curve[:, s + 1] = _setup.picked(predict(current.reshape(x.shape)), targets)
-    options = {"baseline": baseline if np.ndim(baseline) == 0 else "array",
+    options = {"baseline": baseline if _plain_number(baseline) else "array",
                "features_in_step": k, "abs": abs}
     return Score(name, _common.trapezoid(curve, steps), insert, curve, steps,
                  {k_: (float(v) if isinstance(v, np.floating) else v)
@@ -125,9 +132,12 @@ def region_perturbation(model, x, maps, target=None, *, patch_size=8, regions=10
 
     x is a batch of images (examples, height, width, channels). Regions at
     the border are cut where the padded grid leaves the image (Quantus's
-    padding). Other arguments as `deletion`.
+    padding). Other arguments as `deletion`. A model of several image
+    inputs (x, maps and a baseline given per input): the regions of every
+    input, each on its own grid, ranked together (ties in the model's input
+    order, then row by row), each step removing the next wherever it is.
     """
-    if np.ndim(x) != 4:
+    if not _several.is_several(x) and np.ndim(x) != 4:
         raise AttributionError("region_perturbation takes images (examples, height, width, "
                                "channels); x has shape %s" % (np.shape(x),))
     if order not in ("morf", "lerf", "random"):
@@ -136,32 +146,53 @@ def region_perturbation(model, x, maps, target=None, *, patch_size=8, regions=10
     regions = _common.positive_int(regions, "regions")
     predict, x, maps, targets, outputs = _setup.start(
         "region_perturbation", model, x, maps, target, batch_size, model_args)
-    n, h, w = x.shape[:3]
-    if patch_size > min(h, w):
-        raise AttributionError("patch_size=%d is larger than the image (%dx%d)"
-                               % (patch_size, h, w))
-    pixel_maps = maps if maps.ndim == 3 else maps.sum(axis=-1)
-    blocks = _blocks(h, w, patch_size)
-    sums = np.stack([pixel_maps[:, r, c].sum(axis=(1, 2)) for r, c in blocks], axis=1)
+    base = _setup.baseline_like(baseline, x, "region_perturbation", predict)
+    images, pack = _images(predict, x, maps, base)
+    n = len(x)
+    blocks = []
+    for k, (image, _, _, name) in enumerate(images):
+        h, w = image.shape[1:3]
+        if patch_size > min(h, w):
+            raise AttributionError("patch_size=%d is larger than the image%s (%dx%d)"
+                                   % (patch_size, name, h, w))
+        blocks += [(k, r, c) for r, c in _blocks(h, w, patch_size)]
+    sums = np.stack([images[k][1][:, r, c].sum(axis=(1, 2)) for k, r, c in blocks], axis=1)
     if order == "random":
         generator = _common.rng(seed)
         ranked = np.stack([generator.permutation(len(blocks)) for _ in range(n)])
     else:
         ranked = np.argsort(-sums if order == "morf" else sums, axis=1, kind="stable")
-    base = _setup.baseline_like(baseline, x, "region_perturbation")
-    current = x.copy()
+    current = [image.copy() for image, _, _, _ in images]
     before = _setup.picked(outputs, targets)
     count = min(regions, len(blocks))
     curve = np.empty((n, count))
     for s in range(count):
         for i in range(n):
-            r, c = blocks[ranked[i, s]]
-            current[i, r, c] = base[i, r, c]
-        curve[:, s] = before - _setup.picked(predict(current), targets)
+            k, r, c = blocks[ranked[i, s]]
+            current[k][i, r, c] = images[k][2][i, r, c]
+        curve[:, s] = before - _setup.picked(predict(pack(current)), targets)
     return Score("region_perturbation", curve.mean(axis=1), order != "lerf", curve,
                  np.arange(1, count + 1, dtype=np.float64),
                  {"patch_size": patch_size, "regions": count, "order": order,
                   "seed": seed})
+
+
+def _images(predict, x, maps, base, metric="region_perturbation"):
+    """([(images, pixel maps, baseline, name) per image input], a function
+    that makes the model's batch of the images): one input as it is; several
+    unpacked from their packed rows, each refused by name if not images."""
+    packed = predict.packed
+    if packed is None:
+        return [(x, maps if maps.ndim == 3 else maps.sum(axis=-1), base, "")], \
+            lambda arrays: arrays[0]
+    parts = []
+    for name, image, pixel, value in zip(packed.names, packed.unpack(x), packed.unpack(maps),
+                                         packed.unpack(np.asarray(base, x.dtype))):
+        if image.ndim != 4:
+            raise AttributionError("%s takes images (examples, height, width, channels); "
+                                   "the input %s has shape %s" % (metric, name, image.shape))
+        parts.append((image, pixel.sum(axis=-1), value, " of input %s" % name))
+    return parts, packed.pack
 
 
 def faithfulness_correlation(model, x, maps, target=None, *, runs=100, subset_size=224,
@@ -181,8 +212,8 @@ def faithfulness_correlation(model, x, maps, target=None, *, runs=100, subset_si
         raise AttributionError("subset_size=%d: the maps have %d features"
                                % (subset_size, features))
     generator = _common.rng(seed)
-    base = _setup.features_3d(_setup.baseline_like(baseline, x, "faithfulness_correlation"),
-                              n, features, channels)
+    base = _setup.features_3d(_setup.baseline_like(baseline, x, "faithfulness_correlation",
+                                                   predict), n, features, channels)
     flat_maps = maps.reshape(n, features)
     before = _setup.picked(outputs, targets)
     relevance = np.empty((n, runs))
@@ -211,11 +242,15 @@ def road(model, x, maps, target=None, *, percentages=tuple(range(1, 100, 2)), or
 
     x is a batch of images (examples, height, width, channels); maps with a
     channel axis rank pixels by their sum over channels. Needs SciPy (a
-    requirement of scikit-learn, which graph_override requires).
+    requirement of scikit-learn, which graph_override requires). A model of
+    several image inputs (x and the maps given per input): the pixels of
+    every input ranked together, p % of all of them removed, each input's
+    imputed from its neighbours in its own image (the noise drawn example by
+    example, in the model's input order).
     """
     from graph_override.attribution.metrics import _imputation
 
-    if np.ndim(x) != 4:
+    if not _several.is_several(x) and np.ndim(x) != 4:
         raise AttributionError("road takes images (examples, height, width, channels); x has "
                                "shape %s" % (np.shape(x),))
     if order not in ("morf", "lerf"):
@@ -225,15 +260,21 @@ def road(model, x, maps, target=None, *, percentages=tuple(range(1, 100, 2)), or
         raise AttributionError("percentages=%r: give numbers from 0 to 100" % (percentages,))
     predict, x, maps, targets, _ = _setup.start("road", model, x, maps, target, batch_size,
                                                 model_args)
-    n, h, w, _ = x.shape
-    pixel_maps = (maps if maps.ndim == 3 else maps.sum(axis=-1)).reshape(n, h * w)
+    images, pack = _images(predict, x, maps, x, "road")
+    n = len(x)
+    pixel_maps = np.concatenate([m.reshape(n, -1) for _, m, _, _ in images], axis=1)
+    ends = np.cumsum([0] + [m[0].size for _, m, _, _ in images])
     ranked = _common.order(pixel_maps if order == "morf" else -pixel_maps)
     generator = _common.rng(seed)
     curve = np.empty((n, len(percentages)))
     for j, p in enumerate(percentages):
-        count = int(h * w * p / 100)
-        imputed = np.stack([_imputation.impute(x[i], ranked[i, :count], noise, generator)
-                            for i in range(n)])
-        curve[:, j] = (np.argmax(predict(imputed), axis=1) == targets).astype(np.float64)
+        count = int(pixel_maps.shape[1] * p / 100)
+        imputed = [np.empty_like(image) for image, _, _, _ in images]
+        for i in range(n):
+            chosen = ranked[i, :count]
+            for k, (image, _, _, _) in enumerate(images):
+                mine = chosen[(chosen >= ends[k]) & (chosen < ends[k + 1])] - ends[k]
+                imputed[k][i] = _imputation.impute(image[i], mine, noise, generator)
+        curve[:, j] = (np.argmax(predict(pack(imputed)), axis=1) == targets).astype(np.float64)
     return Score("road", curve.mean(axis=1), order == "lerf", curve,
                  np.asarray(percentages), {"order": order, "noise": noise, "seed": seed})

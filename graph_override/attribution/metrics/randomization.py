@@ -13,7 +13,7 @@ that both give the same classes for the same seed. Similarities: "spearman"
 
 import numpy as np
 
-from graph_override.attribution.metrics import _common, _setup
+from graph_override.attribution.metrics import _common, _setup, _several
 from graph_override.attribution.metrics._common import Score
 from graph_override.errors import AttributionError
 
@@ -64,13 +64,19 @@ def random_logit(model, x, explain="saliency", target=None, *, maps=None, simila
                                % (similarity, ", ".join(sorted(SIMILARITIES))))
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise AttributionError("seed=%r: give an int" % (seed,))
-    x = np.asarray(x)
     predict = _setup.predictor(model, batch_size, model_args, "random_logit")
+    given = maps
+    if _several.is_several(x):  # the maps of all the inputs compared together
+        x, given = _several.pack(predict, x, maps, metric="random_logit")
+    x = np.asarray(x)
     outputs = predict(x)
     targets = _common.resolve_targets(target, outputs)
     others = other_classes(targets, outputs.shape[-1], seed)
     phi = _common.Explain(predict, explain, explain_options)
-    maps = phi(x, targets) if maps is None else _common.check_maps(x, maps)[1]
+    if given is None:
+        maps = phi(x, targets)
+    else:
+        maps = given if predict.packed is not None else _common.check_maps(x, maps)[1]
     moved = phi(x, others)
     n = len(x)
     scores = np.asarray(compare(maps.reshape(n, -1).astype(np.float64),

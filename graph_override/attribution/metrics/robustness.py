@@ -10,12 +10,14 @@
 Φ is a method of `graph_override.attribution` by name (with its options),
 or a function (x, targets) -> maps; each example keeps its target. Norms are
 Frobenius norms over each example's whole map. The draws come from numpy's
-Generator for `seed`, one draw of x's shape per sample.
+Generator for `seed`, one draw of x's shape per sample. For a model of
+several inputs (x a list or dict), one draw of all the inputs' values per
+sample perturbs every input, and the norms span all the inputs (`_several`).
 """
 
 import numpy as np
 
-from graph_override.attribution.metrics import _common, _setup
+from graph_override.attribution.metrics import _common, _setup, _several
 from graph_override.attribution.metrics._common import Score
 from graph_override.errors import AttributionError
 
@@ -29,14 +31,20 @@ def _norm(a):
 def _run(name, model, x, explain, target, maps, samples, draw, denominator, options,
          batch_size, model_args, explain_options):
     samples = _common.positive_int(samples, "samples")
+    predict = _setup.predictor(model, batch_size, model_args, name)
+    given = maps
+    if _several.is_several(x):  # every input perturbed; norms over all of them
+        x, given = _several.pack(predict, x, maps, metric=name)
     x = np.asarray(x)
     if x.ndim < 2 or not np.issubdtype(x.dtype, np.floating):
         raise AttributionError("x has shape %s and dtype %s: give a float batch, first "
                                "dimension the examples" % (x.shape, x.dtype))
-    predict = _setup.predictor(model, batch_size, model_args, name)
     targets = _common.resolve_targets(target, predict(x))
     phi = _common.Explain(predict, explain, explain_options)
-    maps = phi(x, targets) if maps is None else _common.check_maps(x, maps)[1]
+    if given is None:
+        maps = phi(x, targets)
+    else:
+        maps = given if predict.packed is not None else _common.check_maps(x, maps)[1]
     worst = np.full(len(x), -np.inf)
     for _ in range(samples):
         moved = (x + draw(x.shape)).astype(x.dtype)
