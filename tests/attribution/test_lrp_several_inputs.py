@@ -355,3 +355,23 @@ def test_explain_on_the_command_line(tmp_path, monkeypatch, capsys, graph_model)
         np.testing.assert_array_equal(maps["a"], want["a"])
         np.testing.assert_array_equal(maps["b"], want["b"])
         assert np.abs(maps["b"]).max() > 0
+
+
+@pytest.mark.parametrize("composite", ["z", "epsilon_plus_flat", "box"])
+def test_batches_of_several_inputs_give_one_batchs_maps(graph_model, composite):
+    """LRP through the batching of several inputs: every input cut at the
+    same rows, the maps joined per input (a bound per input kept for each
+    batch); equal to one batch's to float rounding (a MatMul rounds one row
+    otherwise than several)."""
+    if composite == "box":
+        composite = _box({"a": -1.0, "b": -2.0}, {"a": 1.0, "b": 3.0})
+    whole = graph_model.attribute("lrp", [A, B], TARGET, composite=composite, batch_size=4)
+    for size in (1, 3):
+        part = graph_model.attribute("lrp", {"b": B, "a": A}, TARGET, composite=composite,
+                                     batch_size=size)
+        assert sorted(part.maps) == ["a", "b"]
+        for name, w in zip("ab", whole.maps):
+            assert np.abs(w).max() > 0
+            np.testing.assert_allclose(part.maps[name], w, rtol=1e-5,
+                                       atol=1e-6 * np.abs(w).max(), err_msg=(name, size))
+        np.testing.assert_allclose(part.outputs, whole.outputs, rtol=1e-5, atol=1e-6)
