@@ -63,12 +63,17 @@ class AtomicStream:
         except OSError as e:
             raise atomic.naming(e, path) from None
         self._file = os.fdopen(fd, "wb")
+        self._discarded = False
         self._digest = hashlib.sha256()
         self._size = 0
 
     def write(self, data):
-        """Appends `data` (bytes or any buffer); returns its length in bytes."""
+        """Appends `data` (bytes or any buffer); returns its length in bytes.
+        After `discard`, what is written goes nowhere (a writer on top, such
+        as a zipfile, may still close)."""
         view = memoryview(data).cast("B")
+        if self._discarded:
+            return len(view)
         self._digest.update(view)
         self._file.write(view)
         self._size += len(view)
@@ -99,6 +104,7 @@ class AtomicStream:
 
     def discard(self):
         """Removes the temporary file; the target is left as it was."""
+        self._discarded = True
         self._file.close()
         try:
             os.unlink(self._tmp)

@@ -102,6 +102,12 @@ class ShardFile:
     def discard(self):
         """Removes the unfinished file."""
         self._stream.discard()
+        try:  # closed, so that nothing is written when they are collected
+            if self._maps is not None:
+                self._maps.close()
+            self._zip.close()
+        except (ValueError, OSError):
+            pass
 
 
 class Writer:
