@@ -5,8 +5,9 @@
 `graph_override.attribution.sources`) batch by batch and writes the maps of
 every `shard_size` examples to FOLDER/``shard-NNNNN.npz`` (arrays ``maps``,
 ``outputs``, and ``targets`` and ``delta`` where the method gives them),
-each written atomically (`graph_override._files.atomic`): a shard is whole
-or not there. FOLDER/``manifest.json`` (JSON, also replaced atomically) says
+each written atomically, batch by batch as the batches come, in a thread
+beside the model's calls (`graph_override.attribution.shard_writer`): a
+shard is whole or not there, and its maps are never all in memory. FOLDER/``manifest.json`` (JSON, also replaced atomically) says
 what was computed:
 
 * ``format``: ``"graph_override.attribution.shards/1"``;
