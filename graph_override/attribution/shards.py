@@ -5,8 +5,9 @@
 `graph_override.attribution.sources`) batch by batch and writes the maps of
 every `shard_size` examples to FOLDER/``shard-NNNNN.npz`` (arrays ``maps``,
 ``outputs``, and ``targets`` and ``delta`` where the method gives them),
-each written atomically (`graph_override._files.atomic`): a shard is whole
-or not there. FOLDER/``manifest.json`` (JSON, also replaced atomically) says
+each written atomically, batch by batch as the batches come, in a thread
+beside the model's calls (`graph_override.attribution.shard_writer`): a
+shard is whole or not there, and its maps are never all in memory. FOLDER/``manifest.json`` (JSON, also replaced atomically) says
 what was computed:
 
 * ``format``: ``"graph_override.attribution.shards/1"``;
@@ -41,15 +42,15 @@ bit: each shard is computed from its own first row, in batches of the same
 size, and SmoothGrad's noise is drawn per batch from the recorded seed.
 """
 
+import functools
 import hashlib
-import io
 import json
 import os
 import warnings
 
 import numpy as np
 
-from graph_override.attribution import batching, several, sources
+from graph_override.attribution import batching, several, shard_writer, sources
 from graph_override.errors import AttributionError
 
 __all__ = ["FORMAT", "MANIFEST", "default_shard_size", "explain_to_folder", "model_digest",
@@ -163,23 +164,6 @@ def _inputs(explainer, first):
     return packed, [{"name": name, "key": None if packed.keys is None else str(key),
                      "maps": "maps/" + several.plain_name(name)}
                     for name, key in zip(packed.names, packed.keys or packed.names)]
-
-
-def _shard_bytes(results, inputs=None):
-    joined = batching.join(results)
-    if inputs:
-        maps = (list(joined.maps.values()) if isinstance(joined.maps, dict)
-                else list(joined.maps))  # a dict's keys in the order of `inputs`
-        arrays = {i["maps"]: m for i, m in zip(inputs, maps)}
-    else:
-        arrays = {"maps": joined.maps}
-    arrays["outputs"] = joined.outputs
-    for name in ("targets", "delta"):
-        if getattr(joined, name) is not None:
-            arrays[name] = getattr(joined, name)
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    return buffer.getvalue()
 
 
 def _differences(old, new):
@@ -302,38 +286,50 @@ def explain_to_folder(explainer, method, data, folder, target=None, *, batch_siz
 
 
 def _run_shards(explainer, method, source, target, folder, manifest, sizes, bar, options):
-    """Computes and writes the shards from row `start`; the batches run."""
+    """Computes and writes the shards from row `start`; the batches run.
+    Each batch's maps go to its shard's file in the `shard_writer.Writer`'s
+    thread while the next batches run; the manifest lists a shard once its
+    file is in place (in that thread too, in row order)."""
     start, size, shard_size = sizes
-    count = 0
+    while start < source.count:  # a shard a killed run finished, not listed yet
+        stop = min(start + shard_size, source.count)
+        if _adopt(folder, manifest, start, stop) != stop:
+            break
+        if bar is not None:
+            bar.update(stop - start)
+        start = stop
+    count, index, shard = 0, len(manifest["shards"]), None
+    members = [i["maps"] for i in manifest.get("inputs") or ()] or ["maps"]
+    writer = shard_writer.Writer()
     try:
         while start < source.count:
             stop = min(start + shard_size, source.count)
-            if _adopt(folder, manifest, start, stop) == stop:
-                if bar is not None:
-                    bar.update(stop - start)
-                start = stop
-                continue
-            results = []
+            shard = shard_writer.ShardFile(os.path.join(folder, _SHARD % index), stop - start,
+                                           members)
             for _, result in batching.batches(explainer, method, source, target,
                                               batch_size=size, start=start, stop=stop,
                                               **options):
-                results.append(result)
+                writer.submit(functools.partial(shard.add, result))
+                count += 1
                 if bar is not None:
                     bar.update(len(result.outputs))
-            count += len(results)
-            _write_shard(folder, manifest, start, stop,
-                         _shard_bytes(results, manifest.get("inputs")))
-            start = stop
+            writer.submit(functools.partial(_finish_shard, folder, manifest, shard, start, stop))
+            shard, start, index = None, stop, index + 1
+    except BaseException:
+        writer.close(check=False)
+        if shard is not None:
+            shard.discard()
+        raise
     finally:
         if bar is not None:
             bar.close()
+    writer.close()
     return count
 
 
-def _write_shard(folder, manifest, start, stop, data):
-    from graph_override._files.atomic import atomic_write  # pylint: disable=import-outside-toplevel
-    name = _SHARD % len(manifest["shards"])
-    atomic_write(os.path.join(folder, name), data, keep_mode=False, exclusive=True)
-    manifest["shards"].append({"file": name, "rows": [start, stop],
-                               "sha256": hashlib.sha256(data).hexdigest()})
+def _finish_shard(folder, manifest, shard, start, stop):
+    """Puts `shard` in place and lists it in the manifest."""
+    digest = shard.finish()
+    manifest["shards"].append({"file": os.path.basename(shard.path), "rows": [start, stop],
+                               "sha256": digest})
     _atomic_json(os.path.join(folder, MANIFEST), manifest)
