@@ -79,12 +79,29 @@ def test_the_layers_own_quantizer_gives_the_values(quantizer):
     assert not np.array_equal(got, KERNEL)
 
 
+class _Store(dict):
+    """A weights store that reads what is written (the value of a variable at
+    that moment), or fails at the first write."""
+
+    def __init__(self, fail=False):
+        super().__init__()
+        self.fail = fail
+
+    def __setitem__(self, key, value):
+        if self.fail:
+            raise RuntimeError("disk full")
+        super().__setitem__(key, np.array(value.numpy() if hasattr(value, "numpy") else value))
+
+
 def _layer_cases():
     return [
         (lq.layers.QuantConv1D(2, 2, kernel_quantizer="ste_sign"), (4, 3), 1),
         (lq.layers.QuantConv2D(2, 2, kernel_quantizer="ste_sign"), (4, 4, 3), 1),
         (lq.layers.QuantConv3D(2, 2, kernel_quantizer="ste_sign"), (3, 3, 3, 2), 1),
         (lq.layers.QuantConv2DTranspose(2, 2, kernel_quantizer="ste_sign"), (3, 3, 2), 1),
+        (lq.layers.QuantConv3DTranspose(2, 2, kernel_quantizer="ste_sign"), (2, 2, 2, 2), 1),
+        (lq.layers.QuantSeparableConv1D(2, 2, depthwise_quantizer="ste_sign",
+                                        pointwise_quantizer="ste_sign"), (4, 3), 2),
         (lq.layers.QuantDepthwiseConv2D(2, depthwise_quantizer="ste_sign"), (4, 4, 3), 1),
         (lq.layers.QuantSeparableConv2D(2, 2, depthwise_quantizer="ste_sign",
                                         pointwise_quantizer="ste_sign"), (4, 4, 3), 2),
@@ -98,11 +115,18 @@ def test_every_quantized_kernel_of_every_layer_kind():
         latent = [rng.normal(size=w.shape).astype(np.float32) for w in layer.get_weights()]
         latent[0].flat[0] = 0.0
         layer.set_weights(latent)
+        store = _Store()
         with lq.context.quantized_scope(True):
             got = layer.get_weights()
-        for i, (ours, value) in enumerate(zip(got, latent)):
+            layer.save_own_variables(store)  # what .keras and .weights.h5 write
+        written = [store[str(i)] for i in range(len(store))]
+        for i, (ours, saved, value) in enumerate(zip(got, written, latent)):
             expected = _sign(value) if i < quantized else value
             np.testing.assert_array_equal(_bits(ours), _bits(expected), err_msg=layer.name)
+            np.testing.assert_array_equal(_bits(saved), _bits(expected), err_msg=layer.name)
+        assert len(written) == len(latent)
+        for ours, value in zip(layer.get_weights(), latent):
+            np.testing.assert_array_equal(_bits(ours), _bits(value), err_msg=layer.name)
 
 
 def _formats():
@@ -149,20 +173,6 @@ def test_a_tensorflow_checkpoint_keeps_the_latent_kernel_as_larqs_does(tmp_path)
         np.testing.assert_array_equal(_bits(kernel), _bits(KERNEL))
 
 
-class _Store(dict):
-    """A weights store that reads what is written (the value of a variable at
-    that moment), or fails at the first write."""
-
-    def __init__(self, fail=False):
-        super().__init__()
-        self.fail = fail
-
-    def __setitem__(self, key, value):
-        if self.fail:
-            raise RuntimeError("disk full")
-        super().__setitem__(key, np.array(value.numpy() if hasattr(value, "numpy") else value))
-
-
 def test_a_failed_write_in_the_scope_restores_the_latent_kernel():
     _, quant, plain = _model()
     with lq.context.quantized_scope(True):
@@ -177,6 +187,20 @@ def test_a_failed_write_in_the_scope_restores_the_latent_kernel():
     np.testing.assert_array_equal(_bits(store["1"]), _bits(BIAS))
     np.testing.assert_array_equal(_bits(plain_store["0"]), _bits(KERNEL[:2] * 3.0))
     np.testing.assert_array_equal(_bits(quant.kernel.numpy()), _bits(KERNEL))
+
+
+def test_a_model_inside_a_model_reads_and_saves_quantized(tmp_path):
+    inner, quant, _ = _model()
+    inputs = tf.keras.Input((3,))
+    outer = tf.keras.Model(inputs, tf.keras.layers.Dense(1)(inner(inputs)))
+    name = "w.weights.h5" if KERAS_3 else "w.h5"
+    with lq.context.quantized_scope(True):
+        got = outer.get_weights()
+        outer.save_weights(str(tmp_path / name))
+    np.testing.assert_array_equal(_bits(got[0]), _bits(_sign(KERNEL)))
+    np.testing.assert_array_equal(_bits(quant.kernel.numpy()), _bits(KERNEL))
+    outer.load_weights(str(tmp_path / name))
+    np.testing.assert_array_equal(_bits(quant.kernel.numpy()), _bits(_sign(KERNEL)))
 
 
 def test_mirrored_strategy_model_reads_and_saves_quantized(tmp_path):
