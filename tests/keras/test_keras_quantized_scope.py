@@ -4,6 +4,8 @@ does; outside the scope, and for layers without a kernel quantizer, the
 latent weights. Both releases (tests/keras/test_keras_larq_quantized_scope.py
 compares with larq itself on TensorFlow 2.15)."""
 
+import threading
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -214,3 +216,15 @@ def test_mirrored_strategy_model_reads_and_saves_quantized(tmp_path):
     loaded = _model()[0]
     loaded.load_weights(str(tmp_path / ("w.weights.h5" if KERAS_3 else "w.h5")))
     np.testing.assert_array_equal(_bits(loaded.get_weights()[0]), _bits(_sign(KERNEL)))
+
+
+def test_the_scope_is_the_threads_own():
+    model, _, _ = _model()
+    seen = {}
+    with lq.context.quantized_scope(True):
+        thread = threading.Thread(target=lambda: seen.update(other=model.get_weights()[0]))
+        thread.start()
+        thread.join()
+        mine = model.get_weights()[0]
+    np.testing.assert_array_equal(_bits(seen["other"]), _bits(KERNEL))
+    np.testing.assert_array_equal(_bits(mine), _bits(_sign(KERNEL)))
