@@ -20,8 +20,11 @@ REPLACEMENTS = {
     ("graph_override.keras", "quantized_variable"): (
         "larq's QuantizedVariable subclasses Keras 2's variables, which Keras 3 does not "
         "allow; here a layer keeps its latent kernel in a plain variable and quantizes it "
-        "in call: graph_override.keras.layers.quantized_weights(layer) gives each kernel "
-        "with its quantizer"),
+        "in call: inside graph_override.keras.context.quantized_scope(True), "
+        "layer.get_weights(), model.get_weights() and .h5/.keras saving give the "
+        "quantized kernels (kernel.numpy() stays latent), and "
+        "graph_override.keras.layers.quantized_weights(layer) gives each kernel with its "
+        "quantizer"),
     ("graph_override.keras", "testing_utils"): (
         "larq's test helpers rely on Keras 2 internals (tensorflow.python.keras); build "
         "test models with graph_override.keras.layers"),

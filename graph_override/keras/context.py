@@ -2,14 +2,16 @@
 training metrics scope.
 
 `quantized_scope` and `should_quantize` keep larq's flag (thread-local,
-False outside any scope). larq's QuantizedVariable reads it to return the
-latent or the quantized kernel; here a layer keeps its latent kernel in a
-plain Keras variable and quantizes it inside its own ``call`` (as larq's
-layers do under ``quantized_scope(True)``), so reading a variable, saving or
-``get_weights()`` give the latent weights in and out of the scope: Keras 3
-cannot give a variable a value other than its own (larq subclassed Keras 2's
-variables for it). ``layers.quantized_weights(layer)`` gives each kernel with
-its quantizer, whose output is the quantized kernel.
+False outside any scope). Inside ``quantized_scope(True)``, as with larq,
+``get_weights()`` (of a layer or a model), ``model.save`` and
+``model.save_weights`` give each quantized kernel (its layer's kernel
+quantizer applied to the latent kernel); the bias and the other weights
+stay latent. A variable's own reads (``kernel.numpy()``, ``read_value()``,
+``tf.convert_to_tensor(kernel)``) give the latent kernel in the scope too:
+Keras 3 cannot give a variable a value other than its own (larq subclassed
+Keras 2's variables for it); ``get_weights()`` in the scope, or
+``layers.quantized_weights(layer)`` (each kernel with its quantizer), give
+the quantized one.
 
 `metrics_scope` and `get_training_metrics` keep the set of larq's training
 metrics (only ``"flip_ratio"``); a quantizer created while it holds a metric
@@ -34,6 +36,10 @@ def quantized_scope(quantize):
     """Sets `should_quantize` to `quantize` inside the block (and restores it
     on exit, also on an exception); yields `quantize`.
 
+    With `quantize` true, ``get_weights()``, ``model.save`` and
+    ``model.save_weights`` give the quantized kernels inside the block (see
+    the module's docstring; the first such scope wraps those Keras methods).
+
     Example:
       >>> from graph_override.keras import context
       >>> with context.quantized_scope(True):
@@ -42,6 +48,10 @@ def quantized_scope(quantize):
       >>> context.should_quantize()
       False
     """
+    if quantize:
+        from graph_override.keras import _quantized_reads  # noqa: PLC0415
+
+        _quantized_reads.install()
     backup = should_quantize()
     _quantized.should_quantize = quantize
     try:
