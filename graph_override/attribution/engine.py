@@ -22,7 +22,8 @@ import tensorflow as tf
 
 from graph_override._tensorflow import compat
 from graph_override.attribution import batching, checks, compiled, coverage, methods, models
-from graph_override.attribution import saved_models, several, several_models, targets
+from graph_override.attribution import saved_models, several, several_models, shared_weights
+from graph_override.attribution import targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.frozen.patching.patch_rules import as_rules
@@ -162,11 +163,12 @@ class Explainer:
         return self.cached((id(graph),) + tuple(str(r) for r in every),
                            lambda: self._make_function(graph, every))
 
-    @staticmethod
-    def _make_function(graph, method_rules):
-        try:
-            function = FrozenFunction(graph.graph_def, list(graph.names), [graph.output],
-                                      rules=list(method_rules), on_no_match="ignore")
+    def _make_function(self, graph, method_rules):
+        try:  # the fast mode's functions share one copy of the weights
+            function = (shared_weights.shared_weights(self, graph).function(
+                graph.names, [graph.output], method_rules) if self.mode == "fast" else
+                FrozenFunction(graph.graph_def, list(graph.names), [graph.output],
+                               rules=list(method_rules), on_no_match="ignore"))
         except GraphOverrideError as e:  # the same class, naming the model as given
             message = str(e)
             if message.startswith("<GraphDef>") and graph.source != "<GraphDef>":
