@@ -2,7 +2,8 @@
 per rule set, and differentiated as a `FrozenFunction` under a GradientTape.
 
 `Explainer` keeps what is expensive: the frozen GraphDef (for a TF2 callable,
-one per input spec) and one `FrozenFunction` per rule set (saliency,
+one per input spec), in the fast mode its weights as one set of variables
+(`shared_weights`), and one `FrozenFunction` per rule set (saliency,
 gradient x input, IG, SmoothGrad and Grad-CAM share the unpatched one), so a
 second call of a method, or of another method with the same rules, imports
 nothing. The function runs the patched graph with the gradients the rules
