@@ -7,7 +7,7 @@ again, several times over: in its patched GraphDef, its imported and pruned
 graph, the function registered with the runtime, the forward function
 TensorFlow derives for the gradient, and the compiled function's optimized
 graph and kernels. Measured on a model of 37 MB of weights, each rule set's
-first fast call added 500 to 800 MB; on ResNet50 the bench's seven methods
+first fast call added 500 to 1,000 MB; on ResNet50 the bench's seven methods
 grew a process past 15 GB, and each first call grew slower as the runtime
 copied a larger function library.
 
@@ -20,12 +20,13 @@ use. A rule set's function is the weightless graph patched with its rules,
 taking the weights its outputs need as inputs after the model's, called
 with the shared variables (`WeightedFunction`): the functions, imports and
 compiled graphs of every rule set hold graph structure only. Smaller
-constants (scalars, shapes, biases, batch normalization's vectors) stay
-constants, which Grappler folds as before. The weights reach the compiled
-function as variables, as a Keras model's do, so Grappler no longer folds
-them into their layers: the maps move by float rounding, within what the
-fast mode's numbers in the attribution guide state; the exact mode keeps its
-constants and its maps bit for bit.
+constants (scalars, shapes, short vectors) stay constants, which Grappler
+folds as before. The weights reach the compiled function as variables, as
+a Keras model's do, so Grappler no longer folds them into their layers (a
+batch normalization after a layer stays a multiply and an add): the maps
+are the exact mode's to float rounding, bit for bit for the plain gradient
+on MobileNetV2 (the attribution guide's "Fast mode" gives the differences);
+the exact mode keeps its constants and its maps bit for bit.
 """
 
 import re
