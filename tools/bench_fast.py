@@ -8,7 +8,11 @@ model's gradient under a GradientTape inside a `tf.function`, the target
 logits summed. Beside it, every single-gradient method through one
 `Explainer(mode="fast")`, the exact mode's plain gradient (saliency without
 abs), and at batch N > 1 the exact and fast plain gradient as N calls of
-batch 1 (what PAIR's loop does). Each (model, batch) runs in a fresh process,
+batch 1 (what PAIR's loop does), and with DeepLIFT the Keras gradient of its
+batch, the N inputs and one reference row: the floor of any DeepLIFT that
+runs both in one pass. The process's resident memory is read once the model
+is frozen and after each method's first fast call (the exact maps are
+computed after those), and its peak at the end. Each (model, batch) runs in a fresh process,
 the variants one after another in a rotating order; a ratio is the median
 of the ratios within each repetition. In the batch-1 process each method's
 fast maps are compared with its exact maps (largest absolute difference, and
@@ -30,6 +34,7 @@ REPEATS RAY_PATH`` print one JSON line.
 import json
 import os
 import pathlib
+import resource
 import subprocess
 import sys
 import time
@@ -39,6 +44,7 @@ GOALS = {"deeplift": 2.2}  # every other method: 1.2
 DEFAULT_GOAL = 1.2
 SCALE_GOAL = 1.7
 BASELINE = "Keras tf.function GradientTape gradient"
+KERAS_REFERENCE_ROWS = BASELINE + " of N + 1 rows (DeepLIFT's batch)"
 
 
 def _target_sum(y, onehot):
@@ -66,32 +72,39 @@ def fast_child(model_name, size, alpha, batch, repeats, methods):
     xt = tf.constant(x)
 
     @tf.function
-    def keras_gradient(t):
+    def keras_gradient(t, hot=onehot):
         with tf.GradientTape() as tape:
             tape.watch(t)
-            scalars = _target_sum(model(t, training=False), onehot)
+            scalars = _target_sum(model(t, training=False), hot)
         return tape.gradient(scalars, t)
 
     fast = attribution.Explainer(graph_def, inputs=input_name, outputs=output_name,
                                  mode="fast")
     exact = attribution.Explainer(graph_def, inputs=input_name, outputs=output_name)
     variants = {BASELINE: lambda: keras_gradient(xt).numpy()}
-    first_call, differences = {}, {}
+    first_call, differences, fast_maps = {}, {}, {}
     start = time.perf_counter()
     variants[BASELINE]()
     first_call[BASELINE] = time.perf_counter() - start
+    memory = {"model frozen": _rss_mb()}
     for method in methods:
         options = {"abs": False} if method == "saliency" else {}
         call = (lambda m=method, o=options: fast.attribute(m, x, target, **o).maps)
         start = time.perf_counter()
-        maps = call()
+        fast_maps[method] = call()
         first_call[method] = time.perf_counter() - start
+        memory[method] = _rss_mb()
         variants[method] = call
-        if batch == 1:
-            want = exact.attribute(method, x, target, **options).maps
-            diff = float(np.max(np.abs(maps - want)))
-            differences[method] = dict(max_abs=diff, largest=float(np.max(np.abs(want))),
-                                       relative=diff / max(float(np.max(np.abs(want))), 1e-30))
+    if "deeplift" in methods:  # its batch: the inputs and one reference row
+        x_ref = tf.constant(np.concatenate([x, np.zeros_like(x[:1])]))
+        onehot_ref = tf.one_hot(np.full(batch + 1, top), 1000)
+        variants[KERAS_REFERENCE_ROWS] = lambda: keras_gradient(x_ref, onehot_ref).numpy()
+    for method in methods if batch == 1 else ():  # after the fast calls' memory
+        want = exact.attribute(method, x, target,
+                               **({"abs": False} if method == "saliency" else {})).maps
+        diff = float(np.max(np.abs(fast_maps[method] - want)))
+        differences[method] = dict(max_abs=diff, largest=float(np.max(np.abs(want))),
+                                   relative=diff / max(float(np.max(np.abs(want))), 1e-30))
     variants["exact plain gradient"] = lambda: exact.attribute(
         "saliency", x, target, abs=False).maps
     if batch > 1:
@@ -112,7 +125,18 @@ def fast_child(model_name, size, alpha, batch, repeats, methods):
                 else None, batch=batch, repeats=repeats, tensorflow=tf.__version__,
                 seconds={k: median(v) for k, v in times.items()},
                 ratio={k: median(a / b for a, b in zip(v, base)) for k, v in times.items()},
-                first_call_s=first_call, differences=differences)
+                first_call_s=first_call, differences=differences, rss_mb=memory,
+                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+
+
+def _rss_mb():
+    """The process's resident memory now, in MB (Linux; None elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return next(int(line.split()[1]) / 1024 for line in status
+                        if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return None
 
 
 def scale_child(size, alpha, batch, count, repeats, ray_path):
@@ -240,6 +264,13 @@ def render(rows):
             out.append("| %s | %.4f | **%.2f** | %s | %s |" % (
                 label + (" (fast)" if method else ""), seconds, r["ratio"][label], verdict,
                 "—" if first is None else "%.2f" % first))
+        if r.get("rss_mb"):
+            out.append("")
+            out.append("Resident memory (MB) once the model is frozen and after each "
+                       "method's first fast call: " + ", ".join(
+                           "%s %s" % (k, "?" if v is None else "%.0f" % v)
+                           for k, v in r["rss_mb"].items())
+                       + "; the process's peak %.0f (exact maps included)." % r["peak_rss_mb"])
         if r.get("differences"):
             out.append("")
             out.append("Fast against exact maps: " + "; ".join(

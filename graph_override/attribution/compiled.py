@@ -11,7 +11,10 @@ Grappler optimizes forward and backward together (it fuses and reorders
 across the two: convolutions with their bias and activation, the backward
 pass's reuse of forward activations), which is faster and moves the maps by
 float rounding of another order of operations (the measured differences are
-in the attribution guide's "Fast mode" section).
+in the attribution guide's "Fast mode" section). Its function is built on
+the model's shared weights (`graph_override.attribution.shared_weights`):
+every rule set reads one set of variables, where each held the weights as
+constants, several times over.
 
 One `CompiledGradient` serves every method with the same rules (saliency,
 gradient x input, Integrated Gradients and SmoothGrad share one) and every

@@ -2,7 +2,8 @@
 per rule set, and differentiated as a `FrozenFunction` under a GradientTape.
 
 `Explainer` keeps what is expensive: the frozen GraphDef (for a TF2 callable,
-one per input spec) and one `FrozenFunction` per rule set (saliency,
+one per input spec), in the fast mode its weights as one set of variables
+(`shared_weights`), and one `FrozenFunction` per rule set (saliency,
 gradient x input, IG, SmoothGrad and Grad-CAM share the unpatched one), so a
 second call of a method, or of another method with the same rules, imports
 nothing. The function runs the patched graph with the gradients the rules
@@ -22,7 +23,8 @@ import tensorflow as tf
 
 from graph_override._tensorflow import compat
 from graph_override.attribution import batching, checks, compiled, coverage, methods, models
-from graph_override.attribution import saved_models, several, several_models, targets
+from graph_override.attribution import saved_models, several, several_models, shared_weights
+from graph_override.attribution import targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
 from graph_override.frozen.patching.patch_rules import as_rules
@@ -162,11 +164,12 @@ class Explainer:
         return self.cached((id(graph),) + tuple(str(r) for r in every),
                            lambda: self._make_function(graph, every))
 
-    @staticmethod
-    def _make_function(graph, method_rules):
-        try:
-            function = FrozenFunction(graph.graph_def, list(graph.names), [graph.output],
-                                      rules=list(method_rules), on_no_match="ignore")
+    def _make_function(self, graph, method_rules):
+        try:  # the fast mode's functions share one copy of the weights
+            function = (shared_weights.shared_weights(self, graph).function(
+                graph.names, [graph.output], method_rules) if self.mode == "fast" else
+                FrozenFunction(graph.graph_def, list(graph.names), [graph.output],
+                               rules=list(method_rules), on_no_match="ignore"))
         except GraphOverrideError as e:  # the same class, naming the model as given
             message = str(e)
             if message.startswith("<GraphDef>") and graph.source != "<GraphDef>":

@@ -24,7 +24,7 @@ import difflib
 import numpy as np
 import tensorflow as tf
 
-from graph_override.attribution import compiled, methods, models
+from graph_override.attribution import compiled, methods, models, shared_weights
 from graph_override.attribution import targets as target_lib
 from graph_override.errors import AttributionError, GraphOverrideError
 from graph_override.frozen.tf2.function import FrozenFunction
@@ -142,7 +142,12 @@ def _functions(context, graph, layer):
     def make():
         context.explainer.check_runs([layer])  # what the layer needs runs too
         try:
-            own = dict(rules=list(context.explainer.rules), on_no_match="ignore")
+            rules = list(context.explainer.rules)
+            if context.explainer.mode == "fast":  # one copy of the weights for both
+                weights = shared_weights.shared_weights(context.explainer, graph)
+                return (weights.function(graph.names, [layer], rules),
+                        weights.function(list(graph.names) + [layer], [graph.output], rules))
+            own = dict(rules=rules, on_no_match="ignore")
             return (FrozenFunction(graph.graph_def, list(graph.names), [layer], **own),
                     FrozenFunction(graph.graph_def, list(graph.names) + [layer],
                                    [graph.output], **own))

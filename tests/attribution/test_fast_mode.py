@@ -8,12 +8,13 @@ import pytest
 import tensorflow as tf
 
 from graph_override import attribution, cli
-from graph_override.attribution import compiled, method_table
+from graph_override.attribution import compiled, method_table, shared_weights
 from graph_override.errors import AttributionError
 from graph_override.frozen.tf2 import graph as graph_lib
 from graph_override.frozen.tf2.function import FrozenFunction
 
 import methods_nets as nets
+from tensorflow.python.eager import context  # pylint: disable=wrong-import-order
 
 # Forward and backward optimized together round differently: on these small
 # float32 nets the maps stay within this of the exact mode's (relative to the
@@ -120,6 +121,48 @@ def test_warm_up_is_paid_once_per_rule_set(graph_def, monkeypatch):
     explainer.attribute("guided_backprop", x)  # the argmax: one more trace, no import
     assert compiled.compiled_gradient(explainer, guided).traces == 2
     assert len(imports) == 2
+
+
+def _functions_holding_weights():
+    """The names of the runtime's functions (imported, derived for the
+    gradient, compiled) that hold a float32 Const of at least
+    `shared_weights.MIN_ELEMENTS` elements."""
+    runtime = context.context()
+    held = set()
+    for name in runtime.list_function_names():
+        for node in runtime.get_function_def(name).node_def:
+            if node.op == "Const" and node.attr["dtype"].type == 1 and int(np.prod(
+                    [d.size for d in node.attr["value"].tensor.tensor_shape.dim])) >= (
+                        shared_weights.MIN_ELEMENTS):
+                held.add(name)
+    return held
+
+
+def test_rule_sets_share_one_copy_of_the_weights(graph_def):
+    """Three rule sets and Grad-CAM's two functions hold no copy of the dense
+    layer's weight (288 floats) in any function they import, derive or
+    compile: each reads one variable, bitwise the Const. A layer that is a
+    weight is refused as in the exact mode."""
+    before = _functions_holding_weights()
+    explainer = attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0", mode="fast")
+    x = nets.images(3, seed=9)
+    for method in ("saliency", "guided_backprop", "deeplift", "grad_cam"):
+        explainer.attribute(method, x, 1)
+    assert _functions_holding_weights() - before == set()
+    held = [f for v in explainer._functions.values()  # pylint: disable=protected-access
+            for f in (v if isinstance(v, tuple) else (v,)) if hasattr(f, "specs")]
+    assert len(held) == 5  # three rule sets, Grad-CAM's layer and head
+    weights = {id(w): w for f in held for w in f.weights}
+    assert len(weights) == 1
+    weight = next(iter(weights.values()))
+    assert not weight.trainable
+    assert weight.numpy().tobytes() == nets.cnn_params(0)["w"].tobytes()
+    name = next(n.name for n in graph_def.node if n.op == "Const"
+                and len(n.attr["value"].tensor.tensor_shape.dim) == 2)
+    for mode in ("exact", "fast"):
+        with pytest.raises(AttributionError, match="is not computed from the input x:0"):
+            attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0",
+                                  mode=mode).attribute("grad_cam", x, layer=name + ":0")
 
 
 def test_grad_cam_finds_its_default_layer_once(graph_def, monkeypatch):

@@ -22,7 +22,9 @@ def _row(**extra):
                ratio={base: 1.0, "gradient_input": 1.1, "deeplift": 2.5,
                       "exact plain gradient": 1.5},
                first_call_s={base: 3.0, "gradient_input": 9.5, "deeplift": 12.25},
-               differences={"gradient_input": dict(max_abs=0.002, relative=0.004, largest=0.5)})
+               differences={"gradient_input": dict(max_abs=0.002, relative=0.004, largest=0.5)},
+               rss_mb={"model frozen": 900.4, "gradient_input": 1012.0, "deeplift": None},
+               peak_rss_mb=1500.2)
     row.update(extra)
     return row
 
@@ -38,6 +40,9 @@ def test_render_shows_each_variant_its_ratio_goal_and_differences(bench):
     assert "| gradient_input (fast) | 0.1100 | **1.10** | <= 1.2: met | 9.50 |" in lines
     assert "| deeplift (fast) | 0.2500 | **2.50** | <= 2.2: **not met** | 12.25 |" in lines
     assert "| exact plain gradient | 0.1500 | **1.50** | — | — |" in lines
+    assert ("Resident memory (MB) once the model is frozen and after each method's first "
+            "fast call: model frozen 900, gradient_input 1012, deeplift ?; the process's "
+            "peak 1500 (exact maps included).") in lines
     assert ("Fast against exact maps: gradient_input 0.002 (0.004 of the largest |map|, "
             "0.5).") in lines
     assert "two workers' throughput **1.66x** one's (goal >= 1.7: **not met**)." in text
@@ -63,3 +68,7 @@ def test_quick_section_compares_the_fast_mode_with_the_keras_gradient(quick_repo
     assert row["ratio"]["Keras tf.function GradientTape gradient"] == 1.0
     assert set(row["first_call_s"]) == {"Keras tf.function GradientTape gradient",
                                         *quick["methods"]}
+    assert list(row["rss_mb"]) == ["model frozen", *quick["methods"]]
+    assert row["peak_rss_mb"] >= max(row["rss_mb"].values())
+    assert ("| Keras tf.function GradientTape gradient of N + 1 rows (DeepLIFT's batch) | "
+            in section)
