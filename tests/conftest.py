@@ -68,7 +68,8 @@ def reader(request, monkeypatch):
 # The cross-checks that build other projects' environments or run them in
 # processes of their own (Zennit, iNNvestigate on TensorFlow 2.14, SHAP,
 # larq's own test files, larq-zoo on TensorFlow 2.15, larq compute engine,
-# Ray), and the benchmark's quick run: marked `heavy` here, in one place.
+# Ray), the benchmark's quick run, full-size models and the tools' fault
+# injection: marked `heavy` here, in one place.
 # README's test command leaves them out (pytest.ini: -m "not heavy"); .ci/run
 # runs them in a stage of their own, and compat/run.sh with the rest.
 HEAVY_MODULES = (
@@ -84,10 +85,20 @@ HEAVY_MODULES = (
 )
 # Modules whose slow tests (and only those) are heavy.
 HEAVY_WHEN_SLOW = ("tests/attribution/test_scale_out.py",)
+# Tests heavy by one of their parameters: full-size models (ResNet50's maps
+# from Keras and from its .pb, about 150 s of a worker) and the fault
+# injection of the command-line tools (whole training runs in fresh
+# interpreters, about 55 s); MobileNetV2's maps stay in README's command.
+HEAVY_PARAMS = {"tests/attribution/test_real_models.py": "resnet50",
+                "tests/tools/test_fault_injection.py": None}
 
 
 def _heavy(item):
     path = item.nodeid.split("::")[0]
+    if path in HEAVY_PARAMS:
+        param = HEAVY_PARAMS[path]
+        callspec = getattr(item, "callspec", None)
+        return param is None or (callspec is not None and param in callspec.id.split("-"))
     return path in HEAVY_MODULES or (
         path in HEAVY_WHEN_SLOW and item.get_closest_marker("slow") is not None)
 
