@@ -66,13 +66,17 @@ def reader(request, monkeypatch):
 
 
 # The cross-checks that build other projects' environments or run them in
-# processes of their own (Zennit, iNNvestigate on TensorFlow 2.14, SHAP,
+# processes of their own (Captum, PAIR's saliency, Quantus, Zennit: the torch
+# venv and PAIR's folder, built on a fresh machine; iNNvestigate on TensorFlow 2.14, SHAP,
 # larq's own test files, larq-zoo on TensorFlow 2.15, larq compute engine,
 # Ray), the benchmark's quick run, full-size models and the tools' fault
 # injection: marked `heavy` here, in one place.
 # README's test command leaves them out (pytest.ini: -m "not heavy"); .ci/run
 # runs them in a stage of their own, and compat/run.sh with the rest.
 HEAVY_MODULES = (
+    "tests/attribution/reference/test_captum.py",
+    "tests/attribution/reference/test_pair_saliency.py",
+    "tests/attribution/reference/test_quantus.py",
     "tests/attribution/reference/test_zennit.py",
     "tests/attribution/reference/test_innvestigate.py",
     "tests/attribution/reference/test_shap_deep.py",
