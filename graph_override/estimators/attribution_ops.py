@@ -10,6 +10,7 @@ function registered by name reads them from the op (`op_params`).
 """
 
 import contextlib
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -21,7 +22,7 @@ from graph_override.estimators.ops import const
 
 __all__ = ["ACTIVATIONS", "POOL_ATTRS", "RELUS", "SELU_ALPHA", "SELU_SCALE", "batch_inputs",
            "build", "check_op_type", "deconv", "derivative", "eps_lrp_multiplier", "forward",
-           "guided", "op_params", "rescale_multiplier", "where"]
+           "guided", "op_params", "rescale_multiplier", "separate_ops", "where"]
 
 ACTIVATIONS = ("Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Softplus")
 """The op types eps_lrp and deeplift_rescale cover, in the table's order."""
@@ -268,6 +269,7 @@ def rescale_multiplier(x, params, y, n=None):
 # inputs between its frames), and machines with a GPU (checked on CPU only).
 
 _FUSED_RULES = ("eps_lrp", "deeplift_rescale")
+_separate = threading.local()  # .rules: built from separate ops in this thread
 _FUSED_DTYPES = (tf.float32, tf.float64)
 # DeepLIFT's fallback derivative of Tanh (1 - y * y, which XLA contracts to
 # a fused multiply-add) and of Softplus (a sigmoid, which XLA computes its own
@@ -306,11 +308,28 @@ def _start_xla_quietly():
     return _start_xla_quietly.works
 
 
+@contextlib.contextmanager
+def separate_ops(rules):
+    """Within it, this thread builds the gradients of the rules named in
+    `rules` from separate ops, not as one XLA-compiled function. The
+    attribution fast mode traces its forward and backward pass in it: there
+    Grappler optimizes the whole gradient with the model, and a compiled
+    call inside it cost more than the passes it fuses (see
+    `graph_override.attribution.compiled`)."""
+    previous = getattr(_separate, "rules", frozenset())
+    _separate.rules = previous | frozenset(rules)
+    try:
+        yield
+    finally:
+        _separate.rules = previous
+
+
 def fused_gradient(spec, x, dy, params, y, plain):
     """`plain` ``(x, dy, params, y) -> dx`` run as one XLA-compiled function
     where that is exact and pays (see above), else None. DeepLIFT's checks of
     its batch run outside the compiled function (XLA drops an Assert)."""
     if (not FUSE or spec.name not in _FUSED_RULES or tf.executing_eagerly()
+            or spec.name in getattr(_separate, "rules", ())
             or x.dtype.base_dtype not in _FUSED_DTYPES or dy.dtype != x.dtype
             or (spec.name, params["activation"]) in _UNFUSED or _gpus()
             or compat.in_v1_control_flow(x) or not _start_xla_quietly()):

@@ -10,6 +10,7 @@ import tensorflow as tf
 from graph_override import attribution, cli
 from graph_override.attribution import compiled, method_table, shared_weights
 from graph_override.errors import AttributionError
+from graph_override.estimators import attribution_ops
 from graph_override.frozen.tf2 import graph as graph_lib
 from graph_override.frozen.tf2.function import FrozenFunction
 
@@ -242,3 +243,36 @@ def test_fast_mode_explains_a_model_of_several_inputs(method):
     for got, want in zip(fast.maps, exact.maps):
         assert np.abs(want).max() > 0
         assert np.abs(got - want).max() <= TOLERANCE * np.abs(want).max()
+
+
+def test_fast_mode_builds_eps_lrp_from_separate_ops(graph_def, monkeypatch):
+    """Traced with the model, eps_lrp's gradient is built from separate ops
+    (`compiled.SEPARATE_RULES`: its XLA-compiled call was slower there),
+    DeepLIFT's rescale rule stays compiled; the exact mode compiles both.
+    The maps of both modes are checked above: the same ops either way."""
+    if not attribution_ops._start_xla_quietly():  # pylint: disable=protected-access
+        pytest.skip("this TensorFlow has no XLA: every rule is built from separate ops")
+    built = []
+    real = attribution_ops.fused_gradient
+
+    def spy(spec, *args):
+        fused = real(spec, *args)
+        built.append((spec.name, fused is not None))
+        return fused
+
+    monkeypatch.setattr(attribution_ops, "fused_gradient", spy)
+    x = nets.images(2, seed=4)
+    for mode in ("fast", "exact"):
+        explainer = attribution.Explainer(graph_def, inputs="x:0", outputs="logits:0",
+                                          mode=mode)
+        for method in ("eps_lrp", "deeplift"):
+            del built[:]
+            explainer.attribute(method, x, 1)
+            rule = "eps_lrp" if method == "eps_lrp" else "deeplift_rescale"
+            fused = {f for name, f in built if name == rule}
+            assert fused == {mode == "exact" or method == "deeplift"}
+    with attribution_ops.separate_ops(["deeplift_rescale"]):
+        with attribution_ops.separate_ops(["eps_lrp"]):
+            assert attribution_ops._separate.rules == {"eps_lrp", "deeplift_rescale"}  # pylint: disable=protected-access
+        assert attribution_ops._separate.rules == {"deeplift_rescale"}  # pylint: disable=protected-access
+    assert attribution_ops._separate.rules == frozenset()  # pylint: disable=protected-access
