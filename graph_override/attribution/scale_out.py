@@ -25,12 +25,23 @@ batch from its `seed`, as in that process).
               method="guided_backprop", column="data"),
           batch_size=32, concurrency=4, batch_format="numpy")
 
+  A model of several inputs takes ``columns=`` instead of ``column=``: a
+  list of columns in the model's order, or a dict {input name: column}
+  (``columns={"image": "pixels", "meta": "meta"}``), and gives a maps
+  column per input, ``maps/NAME`` (``maps/image``, ``maps/meta``).
+
   Ray Data was chosen over Apache Beam (RunInference) because it installs
   beside both supported TensorFlow releases without changing their
   protobuf (Beam 2.77 requires protobuf below 7, and TensorFlow 2.21 runs
   on 7; see the attribution guide's "Scale out" section for the measured
   dependency sets). Nothing here imports Ray: the class is a plain callable
   on a dict of NumPy arrays.
+
+Models of several inputs: `attribute_on_devices` takes `x` as a list (the
+model's order) or a dict (by input name) of arrays, cuts every input and
+a baseline per input at the same rows (`scale_out_several`: inputs of
+different numbers of examples are refused, naming each input and its
+count) and returns the maps in that structure.
 """
 
 import threading
@@ -38,7 +49,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from graph_override.attribution import engine, methods
+from graph_override.attribution import batching, engine, scale_out_several, several
 from graph_override.errors import AttributionError
 
 __all__ = ["ExplainBatches", "attribute_on_devices", "batches", "local_devices"]
@@ -78,15 +89,6 @@ def _option_part(name, value, start, stop, shape):
     return value
 
 
-def _concatenated(results, method):
-    """One `Attribution` of the batches' results, in order."""
-    def joined(name):
-        parts = [getattr(r, name) for r in results]
-        return None if any(p is None for p in parts) else np.concatenate(parts)
-    return methods.Attribution(maps=joined("maps"), method=method, targets=joined("targets"),
-                               outputs=joined("outputs"), delta=joined("delta"))
-
-
 def attribute_on_devices(explainer, method, x, target=None, *, batch_size, strategy=None,
                          **options):
     """`method`'s maps of `x`, batch by batch, on every device of `strategy`.
@@ -95,20 +97,33 @@ def attribute_on_devices(explainer, method, x, target=None, *, batch_size, strat
       explainer: an `Explainer` (its mode, rules and caches serve every
         device).
       method, target, **options: as `Explainer.attribute`; a target array
-        and a baseline with one row per example are cut with the batches.
+        and a baseline with one row per example are cut with the batches
+        (for several inputs, a baseline per input: each cut where it has its
+        input's shape).
+      x: the examples (an array), or for a model of several inputs a list of
+        them in the model's order or a dict keyed by input names (arrays,
+        memory-mapped ``.npy`` files or sources; every input cut at the same
+        rows: `scale_out_several`).
       batch_size: examples per batch.
       strategy: a `tf.distribute.Strategy` whose ``extended.worker_devices``
         are used; None: `MirroredStrategy` over `local_devices`.
 
     Returns:
-      One `Attribution` for all of `x`, the batches in order: the same bits
-      as ``explainer.attribute`` on each batch in turn.
+      One `Attribution` for all of `x`, the batches in order (the maps of
+      several inputs in x's structure, a list or dict): the same bits as
+      ``explainer.attribute`` on each batch in turn.
+
+    Raises:
+      AttributionError: not an Explainer, a bad batch size, inputs of
+        different numbers of examples (naming each input and its count), or
+        what ``explainer.attribute`` refuses.
     """
     if not isinstance(explainer, engine.Explainer):
         raise AttributionError("attribute_on_devices: expected an Explainer, got %s"
                                % type(explainer).__name__)
-    x = np.asarray(x)
-    spans = batches(x.shape[0], batch_size)
+    rows = (scale_out_several.SeveralRows(explainer, x, options) if several.is_several(x)
+            else _OneInput(x, options))
+    spans = batches(rows.count, batch_size)
     if strategy is None:
         strategy = tf.distribute.MirroredStrategy(local_devices())
     devices = list(strategy.extended.worker_devices)
@@ -120,9 +135,9 @@ def attribute_on_devices(explainer, method, x, target=None, *, batch_size, strat
                 for i in mine:
                     start, stop = spans[i]
                     results[i] = explainer.attribute(
-                        method, x[start:stop], _target_part(target, start, stop, x.shape[0]),
-                        **{k: _option_part(k, v, start, stop, x.shape)
-                           for k, v in options.items()})
+                        method, rows.inputs(start, stop),
+                        _target_part(target, start, stop, rows.count),
+                        **rows.options(start, stop))
         except BaseException as e:  # pylint: disable=broad-except  # raised in the caller
             errors.append(e)
 
@@ -140,32 +155,59 @@ def attribute_on_devices(explainer, method, x, target=None, *, batch_size, strat
             t.join()
     if errors:
         raise errors[0]
-    return _concatenated(results, method)
+    if not results:
+        raise AttributionError("x holds no examples")
+    return batching.join(results)
+
+
+class _OneInput:
+    """The examples of a model of one input (an array) and the options of a
+    method, cut batch by batch (`SeveralRows`'s twin)."""
+
+    def __init__(self, x, options):
+        self.x, self._options = np.asarray(x), options
+        self.count = self.x.shape[0] if self.x.ndim else 0
+
+    def inputs(self, start, stop):
+        return self.x[start:stop]
+
+    def options(self, start, stop):
+        return {k: _option_part(k, v, start, stop, self.x.shape)
+                for k, v in self._options.items()}
 
 
 class ExplainBatches:
     """A batch function for Ray Data's ``map_batches``: the maps of each
-    batch (a dict of NumPy arrays) added as a column.
+    batch (a dict of NumPy arrays) added as columns.
 
     Args:
       model, inputs, outputs, rules, allow_ops, mode: as `Explainer` (a
         model that pickles: a GraphDef message or a path every worker can
         read).
       method: the method's name; **options its options (as
-        `Explainer.attribute`).
-      column: the column of the inputs.
+        `Explainer.attribute`; for several inputs, a baseline per input as
+        a list or dict, as it takes them).
+      column: the column of the inputs of a model of one input (None: "x").
+      columns: for a model of several inputs, their columns: a list in the
+        model's order (``["a", "b"]``) or a dict {input name: column}
+        (``{"image": "pixels", "meta": "meta"}``); not with `column`.
       target_column: a column of int classes, one per example; None: each
         example's argmax.
       threads: TensorFlow's intra-op threads in this worker (set before it
         runs anything), so that several workers on one machine share its
         cores instead of each taking all of them; None: TensorFlow's default.
 
-    Each call returns the batch with ``maps``, ``outputs`` and (where the
-    method has them) ``targets`` and ``delta`` added.
+    Each call returns the batch with ``outputs``, (where the method has
+    them) ``targets`` and ``delta`` added, and the maps: ``maps`` for a model
+    of one input, else a column per input, ``maps/NAME`` (NAME the model's
+    input name without ":0", e.g. ``maps/image``; Grad-CAM's maps, a
+    layer's, stay ``maps``).
     """
 
     def __init__(self, model, method, *, inputs=None, outputs=None, rules=(), allow_ops=(),
-                 mode="exact", column="x", target_column=None, threads=None, **options):
+                 mode="exact", column=None, columns=None, target_column=None, threads=None,
+                 **options):
+        self.columns = scale_out_several.check_columns(column, columns)
         if threads is not None:
             try:
                 tf.config.threading.set_intra_op_parallelism_threads(int(threads))
@@ -174,18 +216,20 @@ class ExplainBatches:
                 pass
         self.explainer = engine.Explainer(model, inputs=inputs, outputs=outputs, rules=rules,
                                           allow_ops=allow_ops, mode=mode)
-        self.method, self.column, self.target_column = method, column, target_column
+        self.method, self.target_column = method, target_column
         self.options = options
 
+    @property
+    def column(self):
+        """The column of a model of one input (None where `columns` names several)."""
+        return self.columns if isinstance(self.columns, str) else None
+
     def __call__(self, batch):
-        if self.column not in batch:
-            raise AttributionError("ExplainBatches: the batch has no column %r (its "
-                                   "columns: %s); pass column=" % (
-                                       self.column, ", ".join(sorted(batch))))
+        x = scale_out_several.read_columns(batch, self.columns)
         target = None if self.target_column is None else np.asarray(batch[self.target_column])
-        result = self.explainer.attribute(self.method, np.asarray(batch[self.column]), target,
-                                          **self.options)
-        out = dict(batch, maps=result.maps, outputs=result.outputs)
+        result = self.explainer.attribute(self.method, x, target, **self.options)
+        out = dict(batch, outputs=result.outputs)
+        out.update(scale_out_several.maps_columns(self.explainer, x, result.maps))
         for name in ("targets", "delta"):
             if getattr(result, name) is not None:
                 out[name] = getattr(result, name)

@@ -108,6 +108,65 @@ def test_two_logical_cpu_devices_give_one_process_maps_bit_for_bit():
                               nonzero=True, rows=7), case
 
 
+_TWO_DEVICES_SEVERAL = r"""
+import json, sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from graph_override import attribution
+from graph_override.attribution import scale_out
+import test_scale_out_several as s
+model = s.graph_def()
+out = {"devices": scale_out.local_devices()}
+for mode in ("exact", "fast"):
+    explainer, reference = [attribution.Explainer(model, inputs=s.NAMES, outputs="logits:0",
+                                                  mode=mode) for _ in range(2)]
+    ran_on, attribute = set(), explainer.attribute
+    def recording(*a, **k):
+        ran_on.add(tf.identity(0.0).device)
+        return attribute(*a, **k)
+    explainer.attribute = recording
+    for structure in ("list", "dict"):
+        for method, options in s.cases(structure):
+            ran_on.clear()
+            got = scale_out.attribute_on_devices(explainer, method, s.inputs(structure),
+                                                 s.TARGET, batch_size=3, **options)
+            want = s.one_process(reference, method, s.inputs(structure), s.TARGET, 3, s.N,
+                                 **options)
+            maps = list(got.maps.values()) if structure == "dict" else got.maps
+            out["%s %s %s" % (mode, structure, method)] = dict(
+                differences=s.differences(got, want),
+                devices=sorted(d.rsplit("/", 1)[-1] for d in ran_on),
+                nonzero=all(bool(abs(m).max() > 0) for m in maps),
+                rows=[len(m) for m in maps])
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_two_logical_cpu_devices_explain_a_model_of_two_inputs_as_one_process():
+    """A list and a dict of two inputs, 7 examples in batches of 3 (the last
+    of 1), a baseline per input with a row per example: both devices ran
+    batches, and the maps, outputs, targets and completeness are those of
+    `attribute` on each batch in turn, bit for bit, in both modes."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES_SEVERAL, str(HERE), str(ROOT)],
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [d.rsplit("/", 1)[-1] for d in out.pop("devices")] == ["device:CPU:0",
+                                                                   "device:CPU:1"]
+    methods = ["saliency", "integrated_gradients", "deeplift", "smoothgrad"]
+    assert sorted(out) == sorted("%s %s %s" % (m, st, c) for m in ("exact", "fast")
+                                 for st in ("list", "dict") for c in methods)
+    for case, result in out.items():
+        assert result == dict(differences=[], devices=["device:CPU:0", "device:CPU:1"],
+                              nonzero=True, rows=[7, 7]), case
+
+
 @pytest.fixture(scope="module")
 def model():
     return graph_def()
@@ -191,11 +250,10 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.slow
-def test_ray_data_actor_pool_gives_one_process_maps_bit_for_bit():
-    """Two Ray Data actors (a local Ray, the engine installed beside the
-    TensorFlow under test by compat/engine_venv.sh) explain a dataset in
-    batches of 3: every example's maps are one process's, in order."""
+def _ray_env():
+    """The environment of a process that imports Ray: the engine installed
+    beside the TensorFlow under test by compat/engine_venv.sh (skipped
+    locally, failed in CI, where it cannot be)."""
     from reference.reference_env import missing  # pylint: disable=import-outside-toplevel
     env = dict(os.environ, PYTHON=sys.executable)
     built = subprocess.run(["bash", str(ROOT / "compat" / "engine_venv.sh")], env=env,
@@ -207,11 +265,75 @@ def test_ray_data_actor_pool_gives_one_process_maps_bit_for_bit():
                     if "=" in line)["ray_path"]
     # Ray's workers are new interpreters: the path reaches them through
     # PYTHONPATH (Ray's numpy and protobuf are pinned to this python's own).
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), ray_path]))
+
+
+def _run_ray(script):
+    """The JSON that `script` (run with Ray importable) prints last."""
+    env = _ray_env()
     with tempfile.TemporaryDirectory(prefix="ray") as short:  # Ray's sockets: short paths
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", RAY_TMPDIR=short,
-                   PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE), ray_path]))
-        proc = subprocess.run([sys.executable, "-c", _RAY, str(HERE)], capture_output=True,
-                              text=True, env=env, timeout=900, check=False)
+        proc = subprocess.run([sys.executable, "-c", script, str(HERE)], capture_output=True,
+                              text=True, env=dict(env, RAY_TMPDIR=short), timeout=900,
+                              check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_ray_data_actor_pool_gives_one_process_maps_bit_for_bit():
+    """Two Ray Data actors (a local Ray, the engine installed beside the
+    TensorFlow under test by compat/engine_venv.sh) explain a dataset in
+    batches of 3: every example's maps are one process's, in order."""
+    out = _run_ray(_RAY)
     assert out == {"exact": dict(ids=list(range(12)), same=True, nonzero=True)}
+
+
+_RAY_SEVERAL = r"""
+import json, sys
+import numpy as np
+import ray
+sys.path[:0] = [sys.argv[1]]
+from graph_override import attribution
+from graph_override.attribution import scale_out
+import test_scale_out_several as s
+model = s.graph_def()
+rng = np.random.RandomState(5)
+a = rng.randn(12, 4, 4, 1).astype("float32")
+b = rng.randn(12, 3).astype("float32")
+target = np.arange(12) % 3
+baseline = {"a": 0.0, "b": b[0] * 0.5}
+ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+         object_store_memory=80 * 2**20)
+ray.data.DataContext.get_current().execution_options.preserve_order = True
+ds = ray.data.from_items([{"id": i, "pixels": a[i], "meta": b[i], "label": target[i]}
+                          for i in range(12)], override_num_blocks=4)
+rows = ds.map_batches(scale_out.ExplainBatches, fn_constructor_kwargs=dict(
+    model=model, method="deeplift", inputs=s.NAMES, outputs="logits:0",
+    columns={"a": "pixels", "b:0": "meta"}, target_column="label", threads=1,
+    baseline=baseline), batch_size=3, concurrency=2, batch_format="numpy").take_all()
+reference = attribution.Explainer(model, inputs=s.NAMES, outputs="logits:0")
+want = s.one_process(reference, "deeplift", {"a": a, "b:0": b}, target, 3, 12,
+                     baseline=baseline)
+out = dict(ids=[int(r["id"]) for r in rows], columns=sorted(rows[0]))
+for key, column in (("a", "maps/a"), ("b:0", "maps/b")):
+    got = np.stack([r[column] for r in rows])
+    joined = np.concatenate([w.maps[key] for w in want])
+    out[column] = dict(same=got.tobytes() == joined.tobytes(),
+                       nonzero=bool(np.abs(got).max() > 0))
+ray.shutdown()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_ray_data_explains_a_model_of_two_inputs_as_one_process():
+    """Two Ray Data actors read a column per input (named apart from the
+    inputs) and write a maps column per input: every example's maps of
+    both inputs are one process's, bit for bit, in order."""
+    out = _run_ray(_RAY_SEVERAL)
+    assert out == {"ids": list(range(12)),
+                   "columns": ["delta", "id", "label", "maps/a", "maps/b", "meta", "outputs",
+                               "pixels", "targets"],
+                   "maps/a": dict(same=True, nonzero=True),
+                   "maps/b": dict(same=True, nonzero=True)}
