@@ -5,7 +5,8 @@ Both cut the examples into batches and explain each batch whole, with one
 `Explainer` per device or worker, so a batch's maps are those of one
 `Explainer.attribute` call on it, wherever it runs: the same bits as one
 process explaining the same batches in turn (SmoothGrad's noise is drawn per
-batch from its `seed`, as in that process).
+batch as `Explainer.attribute` with `batch_size` draws it: the batch
+starting at row R from ``[seed, R]``, `batching.smoothgrad_seed`).
 
 - `attribute_on_devices`: the devices of a `tf.distribute` strategy
   (`MirroredStrategy` over every local GPU, or every CPU device when there is
@@ -111,7 +112,8 @@ def attribute_on_devices(explainer, method, x, target=None, *, batch_size, strat
     Returns:
       One `Attribution` for all of `x`, the batches in order (the maps of
       several inputs in x's structure, a list or dict): the same bits as
-      ``explainer.attribute`` on each batch in turn.
+      ``explainer.attribute(method, x, target, batch_size=batch_size,
+      **options)`` in one process.
 
     Raises:
       AttributionError: not an Explainer, a bad batch size, inputs of
@@ -121,6 +123,7 @@ def attribute_on_devices(explainer, method, x, target=None, *, batch_size, strat
     if not isinstance(explainer, engine.Explainer):
         raise AttributionError("attribute_on_devices: expected an Explainer, got %s"
                                % type(explainer).__name__)
+    options = batching.with_seed(method, options)  # one seed for the run
     rows = (scale_out_several.SeveralRows(explainer, x, options) if several.is_several(x)
             else _OneInput(x, options))
     spans = batches(rows.count, batch_size)
@@ -134,10 +137,13 @@ def attribute_on_devices(explainer, method, x, target=None, *, batch_size, strat
             with tf.device(device):
                 for i in mine:
                     start, stop = spans[i]
+                    part = rows.options(start, stop)
+                    if method == "smoothgrad":
+                        part = dict(part, seed=batching.smoothgrad_seed(options["seed"],
+                                                                        start))
                     results[i] = explainer.attribute(
                         method, rows.inputs(start, stop),
-                        _target_part(target, start, stop, rows.count),
-                        **rows.options(start, stop))
+                        _target_part(target, start, stop, rows.count), **part)
         except BaseException as e:  # pylint: disable=broad-except  # raised in the caller
             errors.append(e)
 
@@ -201,7 +207,11 @@ class ExplainBatches:
     them) ``targets`` and ``delta`` added, and the maps: ``maps`` for a model
     of one input, else a column per input, ``maps/NAME`` (NAME the model's
     input name without ":0", e.g. ``maps/image``; Grad-CAM's maps, a
-    layer's, stay ``maps``).
+    layer's, stay ``maps``). SmoothGrad draws each batch's noise from its
+    `seed` as given: a Ray batch does not know its rows' place in the data
+    set, so its maps are fixed by the seed and the batches Ray forms, not
+    those of `attribute_on_devices` or one process (every other method's
+    are).
     """
 
     def __init__(self, model, method, *, inputs=None, outputs=None, rules=(), allow_ops=(),

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from graph_override import attribution
-from graph_override.attribution import scale_out
+from graph_override.attribution import batching, scale_out
 from graph_override.errors import AttributionError
 
 import methods_nets as nets
@@ -44,6 +44,8 @@ def one_process(model, method, x, target, batch_size, mode, **options):
     for start, stop in scale_out.batches(len(x), batch_size):
         part = {k: v[start:stop] if k == "baseline" and np.shape(v) == x.shape else v
                 for k, v in options.items()}
+        if method == "smoothgrad":  # as Explainer.attribute(batch_size=) draws it
+            part["seed"] = batching.smoothgrad_seed(options["seed"], start)
         maps.append(explainer.attribute(method, x[start:stop], target[start:stop],
                                         **part).maps)
     return np.concatenate(maps)
@@ -64,7 +66,7 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from graph_override import attribution
-from graph_override.attribution import scale_out
+from graph_override.attribution import batching, scale_out
 import test_scale_out as t
 import methods_nets as nets
 model = t.graph_def()
@@ -116,7 +118,7 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from graph_override import attribution
-from graph_override.attribution import scale_out
+from graph_override.attribution import batching, scale_out
 import test_scale_out_several as s
 model = s.graph_def()
 out = {"devices": scale_out.local_devices()}
@@ -193,6 +195,24 @@ def test_one_device_strategy_cuts_targets_and_per_example_baselines(model):
     np.testing.assert_array_equal(got.maps, want)
 
 
+def test_smoothgrad_draws_each_batch_as_one_batched_call_does(model):
+    """The batch at row R draws from [seed, R], as `Explainer.attribute`
+    with the same `batch_size` (and `explain_to_folder`) draw it: the same
+    bits; without a seed, one is drawn for the run."""
+    x = nets.images(5, seed=6)
+    explainer = attribution.Explainer(model, inputs="x:0", outputs="logits:0")
+    one_device = tf.distribute.OneDeviceStrategy("/cpu:0")
+    got = scale_out.attribute_on_devices(explainer, "smoothgrad", x, 1, batch_size=2,
+                                         strategy=one_device, samples=3, seed=5)
+    want = explainer.attribute("smoothgrad", x, 1, batch_size=2, samples=3, seed=5)
+    np.testing.assert_array_equal(got.maps, want.maps)
+    same_seed = explainer.attribute("smoothgrad", x[2:4], 1, samples=3, seed=5)
+    assert not np.array_equal(got.maps[2:4], same_seed.maps)
+    unseeded = scale_out.attribute_on_devices(explainer, "smoothgrad", x[:2], 1, batch_size=2,
+                                              strategy=one_device, samples=3)
+    assert unseeded.maps.shape == (2, 8, 8, 1) and np.abs(unseeded.maps).max() > 0
+
+
 def test_batches_are_checked():
     assert scale_out.batches(5, 2) == [(0, 2), (2, 4), (4, 5)]
     assert scale_out.batches(0, 3) == []
@@ -224,7 +244,7 @@ import json, sys
 import numpy as np
 import ray
 sys.path[:0] = [sys.argv[1]]
-from graph_override.attribution import scale_out
+from graph_override.attribution import batching, scale_out
 import test_scale_out as t
 import methods_nets as nets
 model = t.graph_def()
@@ -295,7 +315,7 @@ import numpy as np
 import ray
 sys.path[:0] = [sys.argv[1]]
 from graph_override import attribution
-from graph_override.attribution import scale_out
+from graph_override.attribution import batching, scale_out
 import test_scale_out_several as s
 model = s.graph_def()
 rng = np.random.RandomState(5)

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from graph_override import attribution
-from graph_override.attribution import scale_out
+from graph_override.attribution import batching, scale_out
 from graph_override.errors import AttributionError
 
 # a [N, 4, 4, 1] -> 3x3 Conv2D -> Relu "ha" -> flattened -> WA; b [N, 3] -> WB +
@@ -72,9 +72,13 @@ def cut(value, start, stop, n):
 
 def one_process(explainer, method, x, target, batch_size, n, **options):
     """`explainer.attribute` on each batch in turn: [Attribution]."""
+    def part(start):
+        cut_options = cut(options, start, start + batch_size, n)
+        if method == "smoothgrad":  # as Explainer.attribute(batch_size=) draws it
+            cut_options["seed"] = batching.smoothgrad_seed(options["seed"], start)
+        return cut_options
     return [explainer.attribute(method, cut(x, start, start + batch_size, n),
-                                cut(target, start, start + batch_size, n),
-                                **cut(options, start, start + batch_size, n))
+                                cut(target, start, start + batch_size, n), **part(start))
             for start in range(0, n, batch_size)]
 
 
