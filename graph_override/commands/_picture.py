@@ -87,6 +87,11 @@ def _bars(axis, values, signed):
     axis.axhline(0.0, color="black", linewidth=0.5)
 
 
+def _aspect(shown):
+    """A wide 2-D array (4 times wider than high) fills its panel; else square pixels."""
+    return "auto" if shown.ndim == 2 and shown.shape[0] * 4 < shown.shape[1] else "equal"
+
+
 def draw_input(axis, example):
     """Draws one example on `axis`: a vector (or one value) as bars, else as
     an image (`_image`)."""
@@ -96,8 +101,7 @@ def draw_input(axis, example):
         return
     shown = _image(example)
     axis.imshow(shown, cmap=None if shown.ndim == 3 else "gray", interpolation="nearest",
-                aspect="auto" if shown.ndim == 2 and shown.shape[0] * 4 < shown.shape[1]
-                else "equal")
+                aspect=_aspect(shown))
     axis.set_xticks([])
     axis.set_yticks([])
 
@@ -115,7 +119,8 @@ def draw_map(figure, axis, heat, scale=None):
         if scale is not None:
             axis.set_ylim(low * 1.05, high * 1.05)
         return
-    picture = axis.imshow(values, cmap=cmap, vmin=low, vmax=high, interpolation="nearest")
+    picture = axis.imshow(values, cmap=cmap, vmin=low, vmax=high, interpolation="nearest",
+                          aspect=_aspect(values))
     figure.colorbar(picture, ax=axis, fraction=0.046, pad=0.04)
     axis.set_xticks([])
     axis.set_yticks([])
