@@ -163,15 +163,17 @@ def run_folder(args, explainer, spec, options, draw):
         os.path.join(args.output, shards.MANIFEST))
     if args.png:
         from graph_override._files.atomic import atomic_write  # pylint: disable=import-outside-toplevel
+        from graph_override.attribution.several_sources import as_source, rows as count  # pylint: disable=import-outside-toplevel
         import numpy as np  # pylint: disable=import-outside-toplevel
         parts, rows = [], 0
+        members = [i["maps"] for i in manifest.get("inputs") or ()]  # maps/NAME per input
         for shard in manifest["shards"]:  # the first MAX_ROWS rows, from as few shards
             if rows >= MAX_ROWS:
                 break
             with np.load(os.path.join(args.output, shard["file"])) as data:
-                parts.append(_Rows(data, MAX_ROWS - rows))
-            rows += len(parts[-1].maps)
-        x = next(source.batches(rows, 0, rows))[1]
+                parts.append(_Rows(data, MAX_ROWS - rows, members))
+            rows += count(parts[-1].maps)
+        x = next(as_source(source).batches(rows, 0, rows))[1]
         atomic_write(args.png, draw(x, batching.join(parts)), keep_mode=False)
         line += "; picture %s%s" % (args.png, picture_rows(manifest["count"], args.png)
                                     or "")
@@ -180,9 +182,12 @@ def run_folder(args, explainer, spec, options, draw):
 
 
 class _Rows:
-    """The first `rows` of a shard's arrays, as an `Attribution` holds them."""
+    """The first `rows` of a shard's arrays, as an `Attribution` holds them
+    (several inputs: the list of their `members`' maps, in the model's order)."""
 
-    def __init__(self, data, rows):
+    def __init__(self, data, rows, members=()):
         self.method = None
         for name in ("maps", "outputs", "targets", "delta"):
             setattr(self, name, data[name][:rows] if name in data.files else None)
+        if members:
+            self.maps = [data[m][:rows] for m in members]

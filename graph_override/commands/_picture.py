@@ -6,16 +6,22 @@ it is (colour scaled to [0, 1]); its map is summed over the channels. A map
 with negative values is drawn with a diverging colormap centred at 0 (red
 positive, blue negative, white zero), scaled per example to its largest
 absolute value; a map with none (saliency, Grad-CAM) from 0 to its maximum.
-A vector example (one dimension) is drawn as bars.
+A vector example (one dimension; one value: one bar) is drawn as bars. An
+example of more dimensions (a volume, a video) is not drawn: `rank_refusal`
+says so before the model runs. A model of several inputs is drawn by
+`_picture_several`, with these rules for each input.
 """
 
 import io
 
 import numpy as np
 
-__all__ = ["MAX_ROWS", "draw", "matplotlib_missing"]
+__all__ = ["DPI", "MAX_ROWS", "PANEL_SIZE", "draw", "draw_input", "draw_map", "map_values",
+           "matplotlib_missing", "rank_refusal"]
 
 MAX_ROWS = 16  # a taller figure is unreadable; the first MAX_ROWS examples are drawn
+PANEL_SIZE = (3.2, 2.6)  # inches per panel, width and height
+DPI = 80
 
 
 def matplotlib_missing():
@@ -29,8 +35,20 @@ def matplotlib_missing():
     return None
 
 
+def rank_refusal(label, shape):
+    """None, or why the examples of per-example `shape` (of the input
+    `label`) cannot be drawn: more than 3 dimensions."""
+    if len(shape) <= 3:
+        return None
+    return ("--png cannot draw %s: its examples have shape %s (%d dimensions); it draws "
+            "vectors (1 dimension, bars) and images (2, or 3 with the channels); leave out "
+            "--png (the maps are in OUT) or save fewer dimensions per example" % (
+                label, tuple(int(d) for d in shape), len(shape)))
+
+
 def _image(example):
-    """`example` as (2-D array or RGB array, is_image), or None for a vector."""
+    """The example `example` (2 or 3 dimensions) as drawn: RGB scaled to
+    [0, 1], or a 2-D array (other channels summed)."""
     if example.ndim == 3 and example.shape[-1] not in (1, 3, 4) and example.shape[0] in (1, 3):
         example = np.moveaxis(example, 0, -1)  # channels first
     if example.ndim == 3 and example.shape[-1] in (3, 4):
@@ -42,13 +60,20 @@ def _image(example):
     return example
 
 
-def _heat(values):
-    """(array to draw, colormap, vmin, vmax)."""
+def map_values(values):
+    """The map `values` of one example as drawn (float64): an image map
+    summed over its channels (first or last), one value as a vector of one."""
+    values = np.atleast_1d(np.asarray(values, np.float64))
     if values.ndim == 3:
         if values.shape[-1] not in (1, 3, 4) and values.shape[0] in (1, 3):
             values = np.moveaxis(values, 0, -1)
         values = values.sum(axis=-1)
-    values = np.asarray(values, np.float64)
+    return values
+
+
+def _heat(values):
+    """(array to draw, colormap, vmin, vmax)."""
+    values = map_values(values)
     largest = float(np.max(np.abs(values))) if values.size else 0.0
     largest = largest if np.isfinite(largest) and largest > 0 else 1.0
     if (values < 0).any():
@@ -60,6 +85,45 @@ def _bars(axis, values, signed):
     colours = np.where(values >= 0, "#b2182b", "#2166ac") if signed else "#b2182b"
     axis.bar(np.arange(values.size), values.ravel(), color=colours)
     axis.axhline(0.0, color="black", linewidth=0.5)
+
+
+def _aspect(shown):
+    """A wide 2-D array (4 times wider than high) fills its panel; else square pixels."""
+    return "auto" if shown.ndim == 2 and shown.shape[0] * 4 < shown.shape[1] else "equal"
+
+
+def draw_input(axis, example):
+    """Draws one example on `axis`: a vector (or one value) as bars, else as
+    an image (`_image`)."""
+    example = np.atleast_1d(np.asarray(example))
+    if example.ndim == 1:
+        _bars(axis, example, signed=True)
+        return
+    shown = _image(example)
+    axis.imshow(shown, cmap=None if shown.ndim == 3 else "gray", interpolation="nearest",
+                aspect=_aspect(shown))
+    axis.set_xticks([])
+    axis.set_yticks([])
+
+
+def draw_map(figure, axis, heat, scale=None):
+    """Draws one example's map `heat` on `axis` (`map_values`): a vector as
+    bars, else as an image with a colour bar; `scale` (colormap, low, high)
+    is a colour scale shared with other maps (bars: their axis), else the
+    map's own (`_heat`)."""
+    values, cmap, low, high = _heat(heat)
+    if scale is not None:
+        cmap, low, high = scale
+    if values.ndim == 1:
+        _bars(axis, values, signed=(values < 0).any())
+        if scale is not None:
+            axis.set_ylim(low * 1.05, high * 1.05)
+        return
+    picture = axis.imshow(values, cmap=cmap, vmin=low, vmax=high, interpolation="nearest",
+                          aspect=_aspect(values))
+    figure.colorbar(picture, ax=axis, fraction=0.046, pad=0.04)
+    axis.set_xticks([])
+    axis.set_yticks([])
 
 
 def draw(x, maps, *, method, targets=None, title=""):
@@ -74,35 +138,18 @@ def draw(x, maps, *, method, targets=None, title=""):
     """
     from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
     rows = min(len(x), MAX_ROWS)
-    figure = Figure(figsize=(6.4, 2.6 * rows + 0.6))
+    figure = Figure(figsize=(2 * PANEL_SIZE[0], PANEL_SIZE[1] * rows + 0.6))
     axes = figure.subplots(rows, 2, squeeze=False)
     for i in range(rows):
         left, right = axes[i]
-        example, heat = np.asarray(x[i]), np.asarray(maps[i])
         target = "" if targets is None else ", target %d" % int(targets[i])
-        if example.ndim == 1:
-            _bars(left, example, signed=True)
-        else:
-            shown = _image(example)
-            left.imshow(shown, cmap=None if shown.ndim == 3 else "gray",
-                        interpolation="nearest", aspect="auto" if shown.ndim == 2 and (
-                            shown.shape[0] * 4 < shown.shape[1]) else "equal")
-            left.set_xticks([])
-            left.set_yticks([])
+        draw_input(left, x[i])
         left.set_title("example %d%s" % (i, target), fontsize=9)
-        if heat.ndim == 1:
-            _bars(right, heat, signed=(heat < 0).any())
-        else:
-            values, cmap, low, high = _heat(heat)
-            picture = right.imshow(values, cmap=cmap, vmin=low, vmax=high,
-                                   interpolation="nearest")
-            figure.colorbar(picture, ax=right, fraction=0.046, pad=0.04)
-            right.set_xticks([])
-            right.set_yticks([])
+        draw_map(figure, right, maps[i])
         right.set_title("%s map" % method, fontsize=9)
     more = " (first %d of %d examples)" % (rows, len(x)) if len(x) > rows else ""
     figure.suptitle("%s%s%s" % (method, " - " + title if title else "", more), fontsize=11)
     figure.tight_layout()
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80)
+    figure.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()

@@ -11,7 +11,7 @@ from graph_override.commands._explain_options import (add_allow_option,  # noqa:
                                                        check_options, method_flags,
                                                        parse_maps, target)
 from graph_override.attribution import method_table as _method_table
-from graph_override.commands import _explain_checks, _explain_stream
+from graph_override.commands import _explain_checks, _explain_picture, _explain_stream
 from graph_override.commands._explain_data import (baseline_number, read_array, read_arrays,
                                                    read_baseline, several_names)
 from graph_override.commands._usage import EXIT_FINDING, report_error, usage_error
@@ -29,11 +29,13 @@ DESCRIPTION = (
     "resumable with --resume after a crash. A .npy OUT is written atomically: OUT is the\n"
     "complete array or not there; an existing OUT is replaced only with --force,\n"
     "and MODEL, --data and --baseline never. --png draws each input beside its map\n"
-    "(a row per example, the first 16, said when there are more; needs matplotlib). The picture is drawn\n"
-    "before anything is written, and OUT and PNG are written both or neither: if\n"
-    "one fails, the other is as it was before the run; if the run is killed while\n"
-    "renaming them into place, the next run with the same OUT finishes the pair\n"
-    "first (saying so).\n"
+    "(a row per example, the first 16, said when there are more; needs matplotlib;\n"
+    "several inputs: each input beside its map, one colour scale per example\n"
+    "shared by its inputs; examples of more than 3 dimensions are refused before\n"
+    "the model runs). The picture is drawn before anything is written, and OUT\n"
+    "and PNG are written both or neither: if one fails, the other is as it was\n"
+    "before the run; if the run is killed while renaming them into place, the\n"
+    "next run with the same OUT finishes the pair first (saying so).\n"
     "\n"
     "Methods and their options (an option of another method is a usage error):\n"
     + "".join(("  %-21s %s" % (spec.name, ", ".join(
@@ -113,7 +115,9 @@ def configure(parser):
                         help="exact (default): forward and backward as two eager calls; "
                              "fast: both in one compiled function, faster, the maps moved "
                              "by float rounding (see the attribution guide)")
-    parser.add_argument("--png", metavar="PNG", help="also draw inputs and maps here")
+    parser.add_argument("--png", metavar="PNG", help=(
+        "also draw inputs and maps here, a row per example (several inputs: each input "
+        "beside its map, on one colour scale per example)"))
     add_map_option(parser, "a gradient rule of your own, applied before the method's; "
                            "repeat for more")
     add_allow_option(parser)
@@ -192,7 +196,7 @@ def check(args):
         return message
     names = several_names(args.inputs)
     if names is not None:
-        return _check_several(args, names)
+        return _check_several(args, names, spec)
     try:
         args.data_array = (read_array(args.data, "--data")
                            if _explain_stream.data_kind(args.data) == "npy" else None)
@@ -201,16 +205,13 @@ def check(args):
         args.baseline_array = read_baseline(args.baseline, read_array)
     except AttributionError as e:
         return str(e)
-    return None
+    return _explain_picture.check(args, spec.name, None, [args.data_array])
 
 
-def _check_several(args, names):
-    """`check` for a model of several inputs: OUT a .npz, no --png, an
-    array per input in --data (and --baseline)."""
+def _check_several(args, names, spec):
+    """`check` for a model of several inputs: OUT a .npz, an array per input
+    in --data (and --baseline), --png of maps per input that it can draw."""
     from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
-    if args.png:
-        return ("--png draws the maps of a model of one input; leave it out for the "
-                "inputs %s (the maps are in OUT, one array per input)" % ", ".join(names))
     if not args.output.endswith(".npz") and not _explain_stream.folder_mode(args):
         return ("-o %s: a model of several inputs (%s) gets a map per input: give a .npz "
                 "file, one array per input name, or a folder of shards (--shard-size)" % (
@@ -225,7 +226,8 @@ def _check_several(args, names):
               else args.data_array)
     if any(v.shape[0] == 0 for v in values):
         return "--data %s holds no examples (a first dimension is 0)" % args.data
-    return None
+    from graph_override.commands._picture_several import in_order  # pylint: disable=import-outside-toplevel
+    return _explain_picture.check(args, spec.name, names, in_order(args.data_array, names))
 
 
 def _warn_coverage(args, graph, spec, user_ops):
@@ -249,7 +251,7 @@ def _attribute_warning(explainer, spec, args, options):
         warnings.simplefilter("always", checks.AttributionWarning)
         if _explain_stream.folder_mode(args):
             result = _explain_stream.run_folder(args, explainer, spec, options, lambda x, r: (
-                _picture_bytes(args, x, r, spec.name)))
+                _explain_picture.picture_bytes(args, x, r, spec.name)))
         else:
             result = explainer.attribute(
                 spec.name, _explain_stream.open_source(args, explainer), args.target,
@@ -260,20 +262,6 @@ def _attribute_warning(explainer, spec, args, options):
         elif not issubclass(w.category, checks.CoverageWarning):
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return result
-
-
-def _picture_bytes(args, x, result, method):
-    """The PNG of --png, drawn in memory before anything is written;
-    AttributionError (nothing written) if matplotlib fails to draw it."""
-    from graph_override.commands import _picture  # pylint: disable=import-outside-toplevel
-    from graph_override.errors import AttributionError  # pylint: disable=import-outside-toplevel
-    try:
-        return _picture.draw(x, result.maps, method=method, targets=result.targets,
-                             title=os.path.basename(args.model))
-    except Exception as e:  # pylint: disable=broad-except  # whatever matplotlib raises
-        raise AttributionError("--png %s: matplotlib failed to draw the picture (%s: %s); "
-                               "nothing was written. Leave out --png to get the maps "
-                               "alone" % (args.png, type(e).__name__, e)) from e
 
 
 def _write(args, maps, picture):
@@ -317,14 +305,18 @@ def _saved(result, names):
 
 def _summary(args, spec, result):
     import numpy as np  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution.several_sources import rows  # pylint: disable=import-outside-toplevel
+    picture = "; picture %s%s" % (args.png, _explain_stream.picture_rows(
+        rows(result.maps), args.png)) if args.png else ""
     if isinstance(result.maps, (list, dict)):
         from graph_override.attribution.several import plain_name  # pylint: disable=import-outside-toplevel
         shapes = ", ".join("%s %s" % (plain_name(k), m.shape) for k, m in (
             result.maps.items() if isinstance(result.maps, dict) else
             zip(several_names(args.inputs), result.maps)))
-        return "wrote %s: %s maps of %d example(s), one per input: %s%s" % (
+        return "wrote %s: %s maps of %d example(s), one per input: %s%s%s" % (
             args.output, spec.name, len(result.outputs), shapes, "" if result.delta is None
-            else "; completeness delta max |d| = %.3g" % float(np.max(np.abs(result.delta))))
+            else "; completeness delta max |d| = %.3g" % float(np.max(np.abs(result.delta))),
+            picture)
     targets = ("" if result.targets is None else "; target(s) %s" % ", ".join(
         str(int(t)) for t in result.targets[:10]) + (" ..." if len(result.targets) > 10
                                                      else ""))
@@ -332,14 +324,7 @@ def _summary(args, spec, result):
              % float(np.max(np.abs(result.delta))))
     return "wrote %s: %s maps of %d example(s), shape %s %s%s%s%s" % (
         args.output, spec.name, len(result.maps), result.maps.shape, result.maps.dtype,
-        targets, delta, "; picture %s%s" % (args.png, _explain_stream.picture_rows(
-            len(result.maps), args.png)) if args.png else "")
-
-
-def _first_rows(args, explainer):
-    """The examples the picture draws: the first MAX_ROWS of --data."""
-    from graph_override.commands._picture import MAX_ROWS  # pylint: disable=import-outside-toplevel
-    return next(_explain_stream.open_source(args, explainer).batches(MAX_ROWS, 0, MAX_ROWS))[1]
+        targets, delta, picture)
 
 
 def _run(args):
@@ -360,7 +345,8 @@ def _run(args):
     result = _attribute_warning(explainer, spec, args, options)
     if isinstance(result, int):  # a folder of shards, written
         return result
-    picture = _picture_bytes(args, _first_rows(args, explainer), result, spec.name) \
+    picture = _explain_picture.picture_bytes(args, _explain_picture.first_rows(
+        _explain_stream.open_source(args, explainer)), result, spec.name) \
         if args.png else None
     message = _write(args, _saved(result, several_names(args.inputs)), picture)
     if message is not None:

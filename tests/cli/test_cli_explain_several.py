@@ -74,8 +74,8 @@ def test_deeplift_with_a_baseline_file_per_input(files, capsys):
     (["--data", "a.npy,b.npy", "-o", "maps.npy"], "-o maps.npy: a model of several inputs "
                                                   "(a:0, b:0) gets a map per input: give a "
                                                   ".npz file"),
-    (["--data", "a.npy,b.npy", "-o", "maps.npz", "--png", "m.png"], "--png draws the maps of "
-                                                                    "a model of one input"),
+    (["--method", "grad_cam", "--data", "a.npy,b.npy", "-o", "maps.npz", "--png", "m.png"],
+     "--png draws a map per input; grad_cam's map is of a layer, not of the inputs a:0, b:0"),
     (["--data", "a.npy", "-o", "maps.npz"], "--data a.npy: 1 file(s) for 2 inputs (a:0, b:0)"),
     (["--data", "b.npy,a.npy", "-o", "maps.npz"], "the input a:0 has shape (2,) per example"),
     (["--method", "deeplift", "--data", "a.npy,b.npy", "--baseline", "x.npz,a.npy", "-o",
