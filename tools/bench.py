@@ -77,7 +77,8 @@ FULL = dict(
               repeats=5, methods=["saliency", "gradient_input", "guided_backprop",
                                   "deconvnet", "eps_lrp", "deeplift", "grad_cam"],
               scale=dict(size=128, alpha=1.0, batch=8, batches=12, repeats=3)),
-    scale=dict(size=96, alpha=0.35, batch=32, ns=[1000, 10000, 20000], repeats=5),
+    scale=dict(size=96, alpha=0.35, batch=32, ns=[1000, 10000, 20000], repeats=5,
+               rounds={10000: 3}),
 )
 QUICK = dict(
     mlps=[("784-128-128-10, batch 32", (784, 128, 128, 10), 32)],
@@ -98,7 +99,7 @@ QUICK = dict(
     fast=dict(models=[("MobileNetV2", 32, 0.35)], batches=[2], repeats=2,
               methods=["gradient_input", "deeplift"], scale=None),
     # Two small runs: the section's table and its memory sentence.
-    scale=dict(size=32, alpha=0.35, batch=8, ns=[16, 48], repeats=1),
+    scale=dict(size=32, alpha=0.35, batch=8, ns=[16, 48], repeats=1, rounds={48: 1}),
 )
 
 # Each section's runner, run(cfg, log), as (module beside this file, function):

@@ -19,14 +19,19 @@ manifest) at a fixed batch size, one fresh process per N:
   a process that has just waited), so the ratio to the median single batch
   and the CPU ratio (``time.process_time``, all threads) are reported beside
   it, with the load average at the run's start and end;
+- side by side (the N given `rounds` in the config: 10,000): the whole run
+  and as many calls on one batch in memory, each round in a rotating order,
+  the median of the rounds' ratios (`_side_by_side`): the goal's measure
+  where the machine's speed drifts over minutes, which a best single batch
+  of one minute does not see;
 - memory: the process's peak resident size during the run (``VmHWM``,
   reset to the resident size when the run starts), and the resident size
   then (the model built, frozen and warmed up; the data written with
   ``write()``, never mapped for writing); flat in N is a peak within 10 %
   (`MEMORY_GOAL`) from the smallest N to the largest.
 
-Run on its own: ``python tools/bench_scale.py SIZE ALPHA BATCH N REPEATS``
-prints one JSON line.
+Run on its own: ``python tools/bench_scale.py SIZE ALPHA BATCH N REPEATS
+[ROUNDS]`` prints one JSON line.
 """
 
 import json
@@ -72,8 +77,9 @@ def _reset_peak():
         f.write("5")
 
 
-def child(size, alpha, batch, n, repeats):
-    """The measurements of one N: a dict."""
+def child(size, alpha, batch, n, repeats, rounds=0):
+    """The measurements of one N: a dict; with `rounds`, also the run side
+    by side with as many calls on one batch in memory (`_side_by_side`)."""
     import gc  # pylint: disable=import-outside-toplevel
     import tempfile  # pylint: disable=import-outside-toplevel
     from bench_attribution import freeze, keras_application  # pylint: disable=import-outside-toplevel
@@ -108,6 +114,7 @@ def child(size, alpha, batch, n, repeats):
         peak = _status_kb("VmHWM")
         load_end = os.getloadavg()
         after = _single_batches(explainer, x, repeats)
+        side = _side_by_side(explainer, path, folder, x, n, batch, rounds) if rounds else {}
     walls = [w for w, _ in before + after]
     cpus = [c for _, c in before + after]
     best, best_cpu = min(walls), min(cpus)
@@ -126,7 +133,48 @@ def child(size, alpha, batch, n, repeats):
                 partial_rows=n % batch, partial_first_call_s=partial_first_s,
                 load_start=list(load_start), load_end=list(load_end),
                 rss_before_mb=before_rss / 1024, peak_setup_mb=before_peak / 1024,
-                peak_mb=peak / 1024)
+                peak_mb=peak / 1024, **side)
+
+
+def _side_by_side(explainer, path, folder, x, n, batch, rounds):
+    """`rounds` rounds, each in a rotating order: the whole run (to a
+    folder of its own, removed after), and ceil(n / batch) calls of the
+    method on the batch `x` already in memory (the work of the run without
+    its file reading and writing); the ratio of their per-image costs within
+    each round, and its median: both sides see the same minutes, where the
+    best single batch of a minute's calls is a quieter moment than a run of
+    minutes sees."""
+    import shutil  # pylint: disable=import-outside-toplevel
+    from bench_common import rotations  # pylint: disable=import-outside-toplevel
+    from graph_override.attribution import shards, sources  # pylint: disable=import-outside-toplevel
+    calls = -(-n // batch)
+    ratios, cpu_ratios, count = [], [], [0]
+
+    def run():
+        count[0] += 1
+        out = os.path.join(folder, "side%d" % count[0])
+        start, cpu = time.perf_counter(), time.process_time()
+        shards.explain_to_folder(explainer, METHOD, sources.NpySource(path), out, target=0,
+                                 batch_size=batch)
+        spent = (time.perf_counter() - start) / n, (time.process_time() - cpu) / n
+        shutil.rmtree(out)
+        return spent
+
+    def in_memory():
+        start, cpu = time.perf_counter(), time.process_time()
+        for _ in range(calls):
+            explainer.attribute(METHOD, x, target=0)
+        images = calls * len(x)
+        return (time.perf_counter() - start) / images, (time.process_time() - cpu) / images
+
+    sides = {"run": run, "batches": in_memory}
+    for order in rotations(list(sides), rounds):
+        got = {label: sides[label]() for label in order}
+        ratios.append(got["run"][0] / got["batches"][0])
+        cpu_ratios.append(got["run"][1] / got["batches"][1])
+    return dict(side_rounds=rounds, side_ratio=statistics.median(ratios),
+                side_cpu_ratio=statistics.median(cpu_ratios), side_ratios=ratios,
+                side_cpu_ratios=cpu_ratios)
 
 
 def _single_batches(explainer, x, repeats):
@@ -160,7 +208,8 @@ def bench_section(cfg, log):
     for n in s["ns"]:
         log("scale: MobileNetV2 %dx%d alpha %g, %d images in batches of %d (own process)"
             % (s["size"], s["size"], s["alpha"], n, s["batch"]))
-        rows.append(_run_child([s["size"], s["alpha"], s["batch"], n, s["repeats"]], log))
+        rows.append(_run_child([s["size"], s["alpha"], s["batch"], n, s["repeats"],
+                                s.get("rounds", {}).get(n, 0)], log))
     return rows
 
 
@@ -212,6 +261,17 @@ def render(rows):
                     "; the first call at the last batch's size (%d rows), made before the "
                     "run: %.2f s" % (r["partial_rows"], r["partial_first_call_s"])
                     if r.get("partial_first_call_s") is not None else ""))
+        for r in rows:
+            if "side_ratio" not in r:
+                continue
+            ratio = r["side_ratio"]
+            out.append(
+                "- N = %s, side by side (%d rounds in a rotating order: the whole run, and as "
+                "many calls on one batch in memory): ratio **%.3f** (goal <= %.1f: %s), CPU "
+                "%.3f; per round %s." % (
+                    format(r["n"], ","), r["side_rounds"], ratio, THROUGHPUT_GOAL,
+                    "met" if ratio <= THROUGHPUT_GOAL else "**not met**", r["side_cpu_ratio"],
+                    ", ".join("%.3f" % v for v in r["side_ratios"])))
         if len(rows) > 1:
             low, high = min(rows, key=lambda r: r["n"]), max(rows, key=lambda r: r["n"])
             growth = high["peak_mb"] / low["peak_mb"]
@@ -227,4 +287,5 @@ def render(rows):
 
 if __name__ == "__main__":
     size_, alpha_, batch_, n_, repeats_ = sys.argv[1:6]
-    print(json.dumps(child(int(size_), float(alpha_), int(batch_), int(n_), int(repeats_))))
+    print(json.dumps(child(int(size_), float(alpha_), int(batch_), int(n_), int(repeats_),
+                           int(sys.argv[6]) if len(sys.argv) > 6 else 0)))
