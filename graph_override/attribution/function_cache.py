@@ -21,6 +21,7 @@ exact mode does not allow.
 """
 
 import collections
+import gc
 
 from graph_override.errors import AttributionError
 
@@ -79,6 +80,7 @@ class KeptFunctions:
         entries made for functions no longer kept."""
         if self.limit is None:
             return
+        released = self.released
         for key in list(self._order):
             if len(self._order) <= self.limit:
                 break
@@ -94,3 +96,5 @@ class KeptFunctions:
         for owner in [o for o in self._dependents if o not in live]:
             for key in self._dependents.pop(owner):
                 entries.pop(key, None)
+        if self.released != released:
+            gc.collect()  # TensorFlow's function objects refer to each other in cycles
