@@ -116,6 +116,6 @@ def test_a_call_keeps_every_function_it_uses(graph_def):
     explainer = _explainer(graph_def, keep_functions=1)
     explainer.attribute("guided_backprop", nets.images(2, seed=5), 0)
     for n in (2, 3):
-        explainer.attribute("grad_cam", nets.images(n, seed=n), 1)
+        explainer.attribute("grad_cam", nets.images(n, seed=n), 2)
         assert len(_held(explainer)) == 2
     assert explainer._kept.released == 1  # pylint: disable=protected-access
