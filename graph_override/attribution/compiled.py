@@ -186,4 +186,4 @@ class CompiledGradient:
 def compiled_gradient(explainer, function):
     """The `CompiledGradient` of `function`, made once per Explainer."""
     return explainer.cached((id(function), "compiled gradient"),
-                            lambda: CompiledGradient(function))
+                            lambda: CompiledGradient(function), owner=function)

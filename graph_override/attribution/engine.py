@@ -22,8 +22,9 @@ import numpy as np
 import tensorflow as tf
 
 from graph_override._tensorflow import compat
-from graph_override.attribution import batching, checks, compiled, coverage, methods, models
-from graph_override.attribution import saved_models, several, several_models, shared_weights
+from graph_override.attribution import batching, checks, compiled, coverage, function_cache
+from graph_override.attribution import methods, models, saved_models, several, several_models
+from graph_override.attribution import shared_weights
 from graph_override.attribution import targets
 from graph_override.attribution import method_table
 from graph_override.errors import AttributionError, GraphOverrideError, RuleError
@@ -64,6 +65,10 @@ class Explainer:
       mode: "exact" (forward and backward as two eager calls) or "fast"
         (both in one compiled function: faster, the maps moved by float
         rounding; see `graph_override.attribution.compiled`).
+      keep_functions: None (keep every rule set's function) or N: after each
+        call keep the functions it used and the most recently used others, N
+        in all; the rest go, their memory returned, made again when used
+        again, with the same maps bit for bit (`attribution.function_cache`).
 
     Example:
       >>> import numpy as np, tensorflow as tf
@@ -77,8 +82,9 @@ class Explainer:
     """
 
     def __init__(self, model=None, *, inputs=None, outputs=None, session=None, rules=(),
-                 allow_ops=(), mode="exact"):
+                 allow_ops=(), mode="exact", keep_functions=None):
         self.mode = compiled.check_mode(mode)
+        self._kept = function_cache.KeptFunctions(keep_functions)
         self._lock = threading.RLock()  # the caches, for calls from several threads
         with compat.eager_scope():  # a TF1 caller may be inside its graph.as_default()
             self._init(model, inputs, outputs, session, rules, allow_ops)
@@ -86,7 +92,7 @@ class Explainer:
     def _init(self, model, inputs, outputs, session, rules, allow_ops):
         self._model = model
         self.rules = tuple(as_rules(rules)) if rules else ()
-        self.allow_ops = _op_names(allow_ops)
+        self.allow_ops = saved_models.op_names(allow_ops)
         self._untrusted = False
         self._graphs = {}
         self._functions = {}
@@ -149,11 +155,17 @@ class Explainer:
         return names or ["input_%d" % i for i in range(len(x) if several.is_several(x)
                                                       else 1)]
 
-    def cached(self, key, make):
-        """What ``make()`` returns, made once per `key` for this model."""
+    def cached(self, key, make, *, rule_set=False, owner=None):
+        """What ``make()`` returns, made once per `key` for this model: a
+        `rule_set`'s functions, or what was made for the function `owner`,
+        kept as `keep_functions` says."""
         with self._lock:
             if key not in self._functions:
                 self._functions[key] = make()
+                if owner is not None:
+                    self._kept.made_for(key, owner)
+            if rule_set:
+                self._kept.used(key)
             return self._functions[key]
 
     def function(self, x, method_rules=(), packed=None):
@@ -162,7 +174,7 @@ class Explainer:
         graph = self.model_graph(x, packed)
         every = self.rules + tuple(method_rules)
         return self.cached((id(graph),) + tuple(str(r) for r in every),
-                           lambda: self._make_function(graph, every))
+                           lambda: self._make_function(graph, every), rule_set=True)
 
     def _make_function(self, graph, method_rules):
         try:  # the fast mode's functions share one copy of the weights
@@ -221,8 +233,12 @@ class Explainer:
 
     def run_batch(self, method, x, target, options):
         """`method` on the one batch `x` (an array), in one call per step."""
-        with compat.eager_scope():  # not the caller's graph: the maps are computed eagerly
-            return self._attribute(method, x, target, options)
+        try:
+            with compat.eager_scope():  # not the caller's graph: the maps are computed eagerly
+                return self._attribute(method, x, target, options)
+        finally:
+            with self._lock:
+                self._kept.trim(self._functions)
 
     def _attribute(self, method, x, target, options):
         spec = method_table.method_spec(method)
@@ -264,19 +280,6 @@ class Explainer:
         return self.cached((id(graph), "coverage", method), lambda: coverage.coverage_report(
             graph.graph_def, method, inputs=list(graph.names), outputs=[graph.output],
             also_covered=covered, source=graph.source))
-
-
-def _op_names(allow_ops):
-    """`allow_ops` as a tuple of op type names (one name alone is one)."""
-    names = (allow_ops,) if isinstance(allow_ops, str) else allow_ops
-    try:
-        names = tuple(names or ())
-    except TypeError:
-        names = (names,)
-    if not all(isinstance(n, str) and n for n in names):
-        raise AttributionError("allow_ops=%r: expected op type names such as "
-                               "['ReadFile']" % (allow_ops,))
-    return names
 
 
 class _Context:

@@ -154,7 +154,7 @@ def _functions(context, graph, layer):
         except GraphOverrideError as e:
             raise AttributionError("grad_cam(layer=%r): %s" % (layer, e)) from e
 
-    return context.explainer.cached((id(graph), "grad_cam", layer), make)
+    return context.explainer.cached((id(graph), "grad_cam", layer), make, rule_set=True)
 
 
 def _check_node(graph, layer, asked):
@@ -225,8 +225,8 @@ def grad_cam(context, x, target, *, layer=None, resize=False):
                                 not in shape.as_list()[1:] else head(*xt, activations).shape,
                                 x.shape[0])
     if fast:
-        run = context.explainer.cached((id(graph), "grad_cam compiled", layer), lambda: (
-            compiled.CompiledGradient(to_layer, _layer_forward(to_layer, head))))
+        run = context.explainer.cached((id(to_layer), "grad_cam compiled"), lambda: (
+            compiled.CompiledGradient(to_layer, _layer_forward(to_layer, head))), owner=to_layer)
         outputs, _, grads, activations = run.run(xt, target)
         grads, activations = grads[0], activations[0]
         _check_rank(activations, asked, layer)

@@ -34,7 +34,7 @@ from graph_override.attribution import models
 from graph_override.errors import AttributionError, GraphDefError
 
 __all__ = ["CHECKPOINT_OPS", "KERAS_SUFFIXES", "describe_file", "is_saved", "model_graph",
-           "saved_model_graph"]
+           "op_names", "saved_model_graph"]
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 # What restoring (and saving) a SavedModel's own variables runs.
@@ -182,3 +182,18 @@ def model_graph(model, inputs=None, outputs=None, allow_ops=()):
         raise GraphDefError("%s: is %s, not a model (a frozen GraphDef .pb/.pbtxt, a Keras "
                             ".keras/.h5 file or a SavedModel folder); %s" % (
                                 os.fsdecode(model), kind, todo)) from e
+
+
+def op_names(allow_ops):
+    """`allow_ops` (what a graph from elsewhere may run besides the model:
+    `models.check_untrusted`) as a tuple of op type names (one name alone is
+    one)."""
+    names = (allow_ops,) if isinstance(allow_ops, str) else allow_ops
+    try:
+        names = tuple(names or ())
+    except TypeError:
+        names = (names,)
+    if not all(isinstance(n, str) and n for n in names):
+        raise AttributionError("allow_ops=%r: expected op type names such as "
+                               "['ReadFile']" % (allow_ops,))
+    return names

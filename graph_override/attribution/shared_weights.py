@@ -26,7 +26,11 @@ a Keras model's do, so Grappler no longer folds them into their layers (a
 batch normalization after a layer stays a multiply and an add): the maps
 are the exact mode's to float rounding, bit for bit for the plain gradient
 on MobileNetV2 (the attribution guide's "Fast mode" gives the differences);
-the exact mode keeps its constants and its maps bit for bit.
+the exact mode keeps its constants and its maps bit for bit. Its calls under
+a tape would keep their bits on these variables, its calls without one
+would not (a batch normalization's scale is no longer folded into the
+convolution before it), so it bounds its functions instead
+(`graph_override.attribution.function_cache`).
 """
 
 import re

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from untrusted_graphs import damaged_model, recursive_graph, refuse_imports
 from graph_override import attribution, frozen
-from graph_override.attribution import engine
+from graph_override.attribution import saved_models
 from graph_override.commands import explain
 from graph_override.errors import AttributionError, ConversionError, GraphDefError
 
@@ -98,8 +98,8 @@ def test_grad_cam_refuses_what_its_layer_needs(tmp_path):
 
 
 def test_allow_ops_takes_op_type_names():
-    assert engine._op_names("ReadFile") == ("ReadFile",)  # pylint: disable=protected-access
-    assert engine._op_names(["ReadFile", "PrintV2"]) == ("ReadFile", "PrintV2")  # pylint: disable=protected-access
+    assert saved_models.op_names("ReadFile") == ("ReadFile",)
+    assert saved_models.op_names(["ReadFile", "PrintV2"]) == ("ReadFile", "PrintV2")
     with pytest.raises(AttributionError, match="expected op type names"):
         attribution.Explainer(lambda t: t, allow_ops=[1])
     with pytest.raises(AttributionError, match="give no inputs=.*allow_ops="):

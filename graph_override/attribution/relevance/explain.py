@@ -81,7 +81,7 @@ def prepared(explainer, x, composite="epsilon_plus", packed=None):
                                   rules=list(explainer.rules), on_no_match="ignore")
         return ready, function
 
-    ready, function = explainer.cached((id(graph), "lrp", _key(comp)), make)
+    ready, function = explainer.cached((id(graph), "lrp", _key(comp)), make, rule_set=True)
     return ready, function, graph
 
 
