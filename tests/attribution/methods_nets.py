@@ -62,6 +62,15 @@ def cnn(p, x, *, variables=False):
     return tf.nn.bias_add(tf.matmul(h, make(p["w"])), make(p["b"]))
 
 
+def cnn_graph_def(seed=0):
+    """The CNN of `cnn_params(seed)` with Const weights, frozen: input x:0
+    (N x 8 x 8 x 1), output logits:0."""
+    with tf.Graph().as_default() as g:
+        x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
+        tf.identity(cnn(cnn_params(seed), x), name="logits")
+    return g.as_graph_def()
+
+
 def cnn_session(p):
     """(session, x, logits): the CNN with variables in a Session graph."""
     graph = tf.Graph()

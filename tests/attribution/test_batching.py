@@ -23,10 +23,7 @@ N = 11
 
 @pytest.fixture(scope="module")
 def explainer():
-    with tf.Graph().as_default() as g:
-        x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
-        tf.identity(nets.cnn(nets.cnn_params(0), x), name="logits")
-    return attribution.Explainer(g.as_graph_def(), inputs="x:0", outputs="logits:0")
+    return attribution.Explainer(nets.cnn_graph_def(), inputs="x:0", outputs="logits:0")
 
 
 @pytest.fixture(scope="module")

@@ -30,10 +30,7 @@ METHODS = [("saliency", {}), ("gradient_input", {}), ("smoothgrad", {"samples": 
 
 @pytest.fixture(scope="module")
 def graph_def():
-    with tf.Graph().as_default() as g:
-        x = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="x")
-        tf.identity(nets.cnn(nets.cnn_params(0), x), name="logits")
-    return g.as_graph_def()
+    return nets.cnn_graph_def()
 
 
 @pytest.fixture(scope="module")
