@@ -55,7 +55,9 @@ def options_for(options, x):
     return options
 
 
-_TWO_DEVICES = r"""
+# A process with two logical CPU devices (set before TensorFlow runs
+# anything, so in a process of its own); the scripts below go on from here.
+_PRELUDE = r"""
 import json, sys
 import numpy as np, tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
@@ -63,7 +65,10 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
 sys.path[:0] = [sys.argv[1], sys.argv[2]]
 from graph_override import attribution
-from graph_override.attribution import batching, scale_out
+from graph_override.attribution import scale_out
+"""
+
+_TWO_DEVICES = _PRELUDE + r"""
 import test_scale_out as t
 import methods_nets as nets
 model = t.graph_def()
@@ -91,31 +96,30 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.slow
-def test_two_logical_cpu_devices_give_one_process_maps_bit_for_bit():
+def _on_two_devices(script):
+    """What `script` printed (its last line, JSON), run in a process of two
+    logical CPU devices, after checking it saw both."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES, str(HERE), str(ROOT)],
+    proc = subprocess.run([sys.executable, "-c", script, str(HERE), str(ROOT)],
                           capture_output=True, text=True, env=env, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [d.rsplit("/", 1)[-1] for d in out.pop("devices")] == ["device:CPU:0",
                                                                    "device:CPU:1"]
+    return out
+
+
+@pytest.mark.slow
+def test_two_logical_cpu_devices_give_one_process_maps_bit_for_bit():
+    out = _on_two_devices(_TWO_DEVICES)
     assert sorted(out) == sorted("%s %s" % (m, c) for m in ("exact", "fast") for c, _ in CASES)
     for case, result in out.items():
         assert result == dict(same=True, devices=["device:CPU:0", "device:CPU:1"],
                               nonzero=True, rows=7), case
 
 
-_TWO_DEVICES_SEVERAL = r"""
-import json, sys
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(
-    cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
-sys.path[:0] = [sys.argv[1], sys.argv[2]]
-from graph_override import attribution
-from graph_override.attribution import batching, scale_out
+_TWO_DEVICES_SEVERAL = _PRELUDE + r"""
 import test_scale_out_several as s
 model = s.graph_def()
 out = {"devices": scale_out.local_devices()}
@@ -150,14 +154,7 @@ def test_two_logical_cpu_devices_explain_a_model_of_two_inputs_as_one_process():
     of 1), a baseline per input with a row per example: both devices ran
     batches, and the maps, outputs, targets and completeness are those of
     `attribute` on each batch in turn, bit for bit, in both modes."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", _TWO_DEVICES_SEVERAL, str(HERE), str(ROOT)],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert [d.rsplit("/", 1)[-1] for d in out.pop("devices")] == ["device:CPU:0",
-                                                                   "device:CPU:1"]
+    out = _on_two_devices(_TWO_DEVICES_SEVERAL)
     methods = ["saliency", "integrated_gradients", "deeplift", "smoothgrad"]
     assert sorted(out) == sorted("%s %s %s" % (m, st, c) for m in ("exact", "fast")
                                  for st in ("list", "dict") for c in methods)
