@@ -87,8 +87,11 @@ HEAVY_MODULES = (
     "tests/tools/test_bench.py",
     "tests/tools/test_bench_fast.py",
 )
-# Modules whose slow tests (and only those) are heavy.
-HEAVY_WHEN_SLOW = ("tests/attribution/test_scale_out.py",)
+# Modules whose slow tests (and only those) are heavy: scale-out on two
+# logical devices and Ray actors, and loopback training clusters (each task a
+# process of its own, about 58 s of a worker).
+HEAVY_WHEN_SLOW = ("tests/attribution/test_scale_out.py",
+                   "tests/training/test_training_cluster.py")
 # Tests heavy by one of their parameters: full-size models (ResNet50's maps
 # from Keras and from its .pb, about 150 s of a worker) and the fault
 # injection of the command-line tools (whole training runs in fresh
